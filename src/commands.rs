@@ -1,0 +1,181 @@
+//! What each subcommand does; `main.rs` only parses the command line.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use color_eyre::eyre::{eyre, Result, WrapErr};
+use tokio::sync::mpsc;
+
+use crate::engine::{self, Bus, Command, Engine, Options, Outcome, Request};
+use crate::export::{self, Format};
+use crate::plan::Plan;
+use crate::store::{self, RunDir};
+
+/// The bundled demo plan (runs against the simulated server).
+pub const DEMO_PLAN: &str = include_str!("../sample_runs/demo.toml");
+pub const DEMO_PATH: &str = "sample_runs/demo.toml";
+
+/// Exit code of an interrupted sweep.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+pub struct RunArgs {
+    pub plan: Option<PathBuf>,
+    pub resume: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub headless: bool,
+    pub demo: bool,
+}
+
+/// `sweeptop run` and `sweeptop demo`. Returns the process exit code.
+pub fn run(args: RunArgs) -> Result<i32> {
+    let (plan, run_dir) = if let Some(dir) = &args.resume {
+        let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| eyre!("{e}"))?;
+        let run = RunDir::reopen(dir).map_err(|e| eyre!("{e}"))?;
+        (plan, run)
+    } else {
+        let plan = if args.demo {
+            Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| eyre!("{e}"))?
+        } else {
+            let path = args.plan.as_ref().ok_or_else(|| eyre!("a plan file is needed (or --resume DIR)"))?;
+            Plan::load(path).map_err(|e| eyre!("{e}"))?
+        };
+        let dir = args.out.clone().unwrap_or_else(|| store::default_dir(&plan.name));
+        let run = RunDir::create(&dir, &plan.name, &plan.source).map_err(|e| eyre!("{e}"))?;
+        (plan, run)
+    };
+    let headless = args.headless || !std::io::stdout().is_terminal();
+    if !headless {
+        eprintln!("(the live dashboard is not built yet; showing line progress)");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .wrap_err("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let bus = Bus::new();
+        let (tx, rx) = mpsc::channel::<Request>(64);
+        let printer = tokio::spawn(crate::headless::print(bus.events.subscribe()));
+        spawn_signal_handlers(tx.clone());
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sweeptop"));
+        let engine = Engine::new(Arc::new(plan), run_dir, bus.clone(), rx, Options { sweeptop_exe: exe }).map_err(|e| eyre!(e))?;
+        let outcome = engine.run().await;
+        drop(bus);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), printer).await;
+        drop(tx);
+        match outcome {
+            Ok(Outcome::Finished) => Ok(0),
+            Ok(Outcome::Interrupted) => Ok(EXIT_INTERRUPTED),
+            Err(e) => Err(eyre!(e)),
+        }
+    })
+}
+
+/// SIGINT and SIGTERM stop the sweep (the server group is stopped, what is
+/// recorded stays); SIGHUP (the SSH link dropped) is ignored so the sweep goes on.
+fn spawn_signal_handlers(tx: mpsc::Sender<Request>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    tokio::spawn(async move {
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        loop {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => { continue; }
+            };
+            let _ = tx
+                .send(Request {
+                    command: Command::Quit,
+                    source: format!("signal {name}"),
+                })
+                .await;
+        }
+    });
+}
+
+/// `sweeptop check PLAN [--json]`.
+pub fn check(path: &Path, json: bool) -> Result<i32> {
+    let plan = match Plan::load(path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(2);
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = serde_json::json!({
+            "name": plan.name,
+            "configs": plan.configs,
+            "cells": plan.cells,
+            "phases": plan.phases,
+            "workloads": plan.workloads,
+            "limits": plan.limits,
+            "count": {"configs": plan.configs.len(), "cells": plan.cells.len()},
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    } else {
+        write!(out, "{}", crate::plan::describe(&plan))?;
+    }
+    Ok(0)
+}
+
+/// `sweeptop export DIR --format F [-o FILE]`.
+pub fn export(dir: &Path, format: Format, output: Option<&Path>) -> Result<i32> {
+    let results = store::read_results(dir).map_err(|e| eyre!("{e}"))?;
+    for p in &results.problems {
+        eprintln!("warning: {p}");
+    }
+    if !dir.join(store::RESULTS).exists() {
+        return Err(eyre!("{} has no {}", dir.display(), store::RESULTS));
+    }
+    let plan = Plan::load(&dir.join(store::PLAN)).ok();
+    let text = export::render(format, plan.as_ref(), &results.records);
+    match output {
+        Some(p) => std::fs::write(p, text).wrap_err_with(|| format!("cannot write {}", p.display()))?,
+        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+    }
+    Ok(0)
+}
+
+/// `sweeptop classify [FILE|-] [--json]`.
+pub fn classify(input: Option<&Path>, json: bool) -> Result<i32> {
+    let mut bytes = Vec::new();
+    match input {
+        Some(p) if p != Path::new("-") => {
+            bytes = std::fs::read(p).wrap_err_with(|| format!("cannot read {}", p.display()))?;
+        }
+        _ => {
+            std::io::stdin().read_to_end(&mut bytes)?;
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let c = crate::detect::classify_text(&text);
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&c)?)?;
+    } else {
+        writeln!(out, "{}", c.kind.map(|k| k.as_str()).unwrap_or("none"))?;
+    }
+    Ok(0)
+}
+
+/// `sweeptop sim-server`.
+pub fn sim_server(args: crate::sim::SimArgs) -> Result<i32> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .wrap_err("cannot start the async runtime")?;
+    rt.block_on(crate::sim::serve(args)).wrap_err("simulated server")?;
+    Ok(0)
+}
+
+pub use engine::Command as EngineCommand;

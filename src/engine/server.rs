@@ -1,0 +1,304 @@
+//! One running server: spawned in its own process group, its stdout and stderr
+//! read continuously (never blocking it) into the log file, the classifier and
+//! the event stream, its exit watched, and stopped with escalation.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::{broadcast, watch};
+
+use super::process;
+use crate::detect::{LineClass, LogPatterns, LogWatch};
+use crate::event::{Event, LogMark};
+
+/// Longest line kept as one line; longer output is split (never buffered whole).
+const MAX_LINE: usize = 64 << 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl ExitInfo {
+    pub fn describe(&self) -> String {
+        match (self.code, self.signal) {
+            (_, Some(s)) => format!("killed by {}", process::signal_name(s)),
+            (Some(c), None) => format!("exit code {c}"),
+            (None, None) => "exited".into(),
+        }
+    }
+}
+
+/// What the log readers have seen, shared with the engine.
+pub struct LogState {
+    pub watch: LogWatch,
+    pub ready_line_seen: bool,
+    /// Speculative-decoding acceptance lengths seen since the last `take_accept`.
+    pub accept: Vec<f64>,
+}
+
+pub struct Server {
+    pub pgid: u32,
+    pub started: Instant,
+    pub exit: watch::Receiver<Option<ExitInfo>>,
+    pub log: Arc<Mutex<LogState>>,
+    /// Bumped on every classified fatal line, so waiters wake promptly.
+    pub fatal: watch::Receiver<u64>,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+    file: Arc<Mutex<BufWriter<File>>>,
+    flusher: tokio::task::JoinHandle<()>,
+}
+
+pub struct Launch<'a> {
+    pub argv: &'a [String],
+    pub shell: bool,
+    pub env: &'a [(String, String)],
+    pub log_path: &'a Path,
+    pub config: &'a str,
+    pub patterns: Arc<LogPatterns>,
+    pub ready_line: Option<String>,
+    pub logs: broadcast::Sender<Event>,
+}
+
+impl Server {
+    pub fn spawn(l: Launch<'_>) -> std::io::Result<Server> {
+        let mut cmd = if l.shell {
+            let mut c = tokio::process::Command::new("/bin/sh");
+            c.arg("-c").arg(l.argv.join(" "));
+            c
+        } else {
+            let mut c = tokio::process::Command::new(&l.argv[0]);
+            c.args(&l.argv[1..]);
+            c
+        };
+        cmd.envs(l.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group, so the whole tree (TP workers, schedulers)
+            // is stopped together and a Ctrl-C in our terminal does not reach it.
+            .process_group(0)
+            .kill_on_drop(false);
+        let file = File::options().create(true).append(true).open(l.log_path)?;
+        let file = Arc::new(Mutex::new(BufWriter::with_capacity(64 << 10, file)));
+        let mut child = cmd.spawn()?;
+        let pgid = child.id().unwrap_or(0);
+        let log = Arc::new(Mutex::new(LogState {
+            watch: LogWatch::new(l.patterns.clone()),
+            ready_line_seen: false,
+            accept: Vec::new(),
+        }));
+        let (fatal_tx, fatal_rx) = watch::channel(0u64);
+        let fatal_tx = Arc::new(fatal_tx);
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(tokio::spawn(read_lines(out, reader_ctx(&l, &log, &file, &fatal_tx))));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(tokio::spawn(read_lines(err, reader_ctx(&l, &log, &file, &fatal_tx))));
+        }
+        let (exit_tx, exit_rx) = watch::channel(None);
+        tokio::spawn(async move {
+            let info = match child.wait().await {
+                Ok(st) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    ExitInfo {
+                        code: st.code(),
+                        signal: st.signal(),
+                    }
+                }
+                Err(_) => ExitInfo {
+                    code: None,
+                    signal: None,
+                },
+            };
+            let _ = exit_tx.send(Some(info));
+        });
+        let flush_file = file.clone();
+        let flusher = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tick.tick().await;
+                if let Ok(mut f) = flush_file.lock() {
+                    let _ = f.flush();
+                }
+            }
+        });
+        Ok(Server {
+            pgid,
+            started: Instant::now(),
+            exit: exit_rx,
+            log,
+            fatal: fatal_rx,
+            readers,
+            file,
+            flusher,
+        })
+    }
+
+    pub fn exited(&self) -> Option<ExitInfo> {
+        *self.exit.borrow()
+    }
+
+    /// Wait (bounded) until both output pipes reached end of file, so every line
+    /// the server printed before dying has been classified.
+    pub async fn drain_logs(&mut self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        for r in &mut self.readers {
+            if tokio::time::timeout_at(deadline, &mut *r).await.is_err() {
+                break;
+            }
+        }
+    }
+
+    /// Stop the whole group: SIGINT, grace, SIGTERM, SIGKILL. Returns the last
+    /// signal needed ("exited" if it was already gone).
+    pub async fn stop(&mut self, grace: Duration) -> String {
+        let mut how = "exited".to_string();
+        let steps = [
+            (libc::SIGINT, "SIGINT", grace),
+            (libc::SIGTERM, "SIGTERM", (grace / 2).max(Duration::from_secs(2))),
+            (libc::SIGKILL, "SIGKILL", Duration::from_secs(10)),
+        ];
+        for (sig, name, wait) in steps {
+            if !process::group_alive(self.pgid) {
+                break;
+            }
+            process::signal_group(self.pgid, sig);
+            how = name.to_string();
+            if process::wait_group_gone(self.pgid, wait).await {
+                break;
+            }
+        }
+        self.drain_logs(Duration::from_secs(2)).await;
+        self.flush();
+        how
+    }
+
+    pub fn flush(&self) {
+        if let Ok(mut f) = self.file.lock() {
+            let _ = f.flush();
+        }
+    }
+
+    pub fn tail(&self, n: usize) -> Vec<String> {
+        self.log.lock().map(|l| l.watch.tail(n)).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.flusher.abort();
+        self.flush();
+    }
+}
+
+struct ReaderCtx {
+    config: String,
+    log: Arc<Mutex<LogState>>,
+    file: Arc<Mutex<BufWriter<File>>>,
+    fatal: Arc<watch::Sender<u64>>,
+    ready_line: Option<String>,
+    logs: broadcast::Sender<Event>,
+}
+
+fn reader_ctx(
+    l: &Launch<'_>,
+    log: &Arc<Mutex<LogState>>,
+    file: &Arc<Mutex<BufWriter<File>>>,
+    fatal: &Arc<watch::Sender<u64>>,
+) -> ReaderCtx {
+    ReaderCtx {
+        config: l.config.to_string(),
+        log: log.clone(),
+        file: file.clone(),
+        fatal: fatal.clone(),
+        ready_line: l.ready_line.clone(),
+        logs: l.logs.clone(),
+    }
+}
+
+async fn read_lines<R: AsyncRead + Unpin>(pipe: R, ctx: ReaderCtx) {
+    let mut reader = BufReader::with_capacity(64 << 10, pipe);
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    loop {
+        let (done, used) = {
+            let buf = match reader.fill_buf().await {
+                Ok(b) => b,
+                Err(_) => break,
+            };
+            if buf.is_empty() {
+                break;
+            }
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    let room = MAX_LINE.saturating_sub(line.len());
+                    line.extend_from_slice(&buf[..i.min(room)]);
+                    (true, i + 1)
+                }
+                None => {
+                    let room = MAX_LINE.saturating_sub(line.len());
+                    line.extend_from_slice(&buf[..buf.len().min(room)]);
+                    (line.len() >= MAX_LINE, buf.len())
+                }
+            }
+        };
+        reader.consume(used);
+        if done {
+            handle_line(&ctx, &line);
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        handle_line(&ctx, &line);
+    }
+    if let Ok(mut f) = ctx.file.lock() {
+        let _ = f.flush();
+    }
+}
+
+fn handle_line(ctx: &ReaderCtx, raw: &[u8]) {
+    if let Ok(mut f) = ctx.file.lock() {
+        let _ = f.write_all(raw);
+        let _ = f.write_all(b"\n");
+    }
+    let text = String::from_utf8_lossy(raw);
+    let text = text.trim_end_matches('\r');
+    let mark = {
+        let Ok(mut st) = ctx.log.lock() else { return };
+        let class = st.watch.push(text);
+        let ready_line = ctx.ready_line.as_deref().is_some_and(|r| text.contains(r));
+        if ready_line {
+            st.ready_line_seen = true;
+        }
+        match class {
+            LineClass::Fatal(_) | LineClass::ServerGone => {
+                ctx.fatal.send_modify(|n| *n += 1);
+                LogMark::Failure
+            }
+            LineClass::Ready => LogMark::Ready,
+            LineClass::SpecStats { accept_len } => {
+                if st.accept.len() < 100_000 {
+                    st.accept.push(accept_len);
+                }
+                LogMark::Plain
+            }
+            LineClass::Plain if ready_line => LogMark::Ready,
+            LineClass::Plain => LogMark::Plain,
+        }
+    };
+    // Views may miss lines under a flood (the log file has them all).
+    if ctx.logs.receiver_count() > 0 {
+        let _ = ctx.logs.send(Event::Log {
+            config: ctx.config.clone(),
+            line: text.to_string(),
+            mark,
+        });
+    }
+}

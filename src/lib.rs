@@ -1,0 +1,15 @@
+//! sweeptop: drives benchmark sweeps of LLM inference servers and shows them live.
+//! See ARCHITECTURE.md in the README for the shape: plan → engine → events →
+//! (store, views); `detect` decides failures, `load` measures, `sim` simulates.
+
+pub mod commands;
+pub mod detect;
+pub mod engine;
+pub mod event;
+pub mod export;
+pub mod gpu;
+pub mod headless;
+pub mod load;
+pub mod plan;
+pub mod sim;
+pub mod store;

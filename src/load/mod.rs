@@ -1,0 +1,169 @@
+//! Load generation: the OpenAI-compatible streaming client, prompts of exact
+//! token length, closed-loop cells, and per-cell metrics. Never decides whether
+//! a cell failed (that is `detect`).
+
+pub mod client;
+pub mod metrics;
+pub mod prompt;
+pub mod sse;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use client::{http_client, RequestError, RequestRecord, Target};
+pub use metrics::Metrics;
+
+/// What one cell sends.
+#[derive(Debug, Clone)]
+pub struct CellLoad {
+    pub concurrency: u32,
+    pub requests: u32,
+    pub warmup: u32,
+    pub max_tokens: u32,
+    /// The prompt bodies (cycled); each request gets its own prefix.
+    pub prompts: Arc<Vec<String>>,
+    pub request_timeout: Duration,
+    pub stall_timeout: Duration,
+}
+
+/// What one cell measured.
+#[derive(Debug, Default)]
+pub struct CellRun {
+    pub records: Vec<RequestRecord>,
+    pub wall_ns: u64,
+    /// Requests were in flight and no byte arrived for this long.
+    pub stalled_for: Option<Duration>,
+}
+
+/// Run a cell: warm-up requests (not measured), then `requests` requests with
+/// `concurrency` in flight (closed loop). Dropping the future cancels every
+/// request.
+pub async fn run_cell(client: &reqwest::Client, target: &Target, load: &CellLoad, seq: &AtomicU64) -> CellRun {
+    if load.warmup > 0 {
+        let warm = closed_loop(client, target, load, load.warmup, load.concurrency.min(load.warmup), seq).await;
+        if warm.stalled_for.is_some() {
+            return warm;
+        }
+    }
+    closed_loop(client, target, load, load.requests, load.concurrency, seq).await
+}
+
+async fn closed_loop(
+    client: &reqwest::Client,
+    target: &Target,
+    load: &CellLoad,
+    total: u32,
+    concurrency: u32,
+    seq: &AtomicU64,
+) -> CellRun {
+    let progress = Arc::new(client::Progress::new());
+    let next = Arc::new(AtomicU64::new(0));
+    let first_seq = seq.fetch_add(total as u64, Ordering::Relaxed);
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..concurrency.max(1).min(total.max(1)) {
+        let (client, target, progress, next, prompts) = (
+            client.clone(),
+            target.clone(),
+            progress.clone(),
+            next.clone(),
+            load.prompts.clone(),
+        );
+        let (max_tokens, timeout) = (load.max_tokens, load.request_timeout);
+        set.spawn(async move {
+            let mut out = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total as u64 {
+                    break;
+                }
+                let body = &prompts[(i as usize) % prompts.len().max(1)];
+                let text = format!("{}{}", prompt::nonce(first_seq + i), body);
+                out.push(client::send(&client, &target, &text, max_tokens, timeout, &progress).await);
+            }
+            out
+        });
+    }
+    let mut records = Vec::with_capacity(total as usize);
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            joined = set.join_next() => match joined {
+                Some(Ok(mut recs)) => records.append(&mut recs),
+                Some(Err(_)) => {}
+                None => break,
+            },
+            _ = tick.tick() => {
+                let now = progress.now_ns();
+                let idle = now.saturating_sub(progress.last_ns.load(Ordering::Relaxed));
+                if progress.in_flight.load(Ordering::Relaxed) > 0 && idle >= load.stall_timeout.as_nanos() as u64 {
+                    set.abort_all();
+                    return CellRun { records, wall_ns: now, stalled_for: Some(Duration::from_nanos(idle)) };
+                }
+            }
+        }
+    }
+    records.sort_by_key(|r| r.start_ns);
+    CellRun {
+        wall_ns: progress.now_ns(),
+        records,
+        stalled_for: None,
+    }
+}
+
+/// Measure a text with the server's tokenizer (`POST /tokenize`), if it has one.
+pub async fn tokenize(client: &reqwest::Client, target: &Target, text: &str) -> Result<u64, String> {
+    let body = match target.api {
+        crate::plan::Api::Completions => serde_json::json!({"model": target.model, "prompt": text}),
+        crate::plan::Api::Chat => serde_json::json!({"model": target.model, "messages": [{"role": "user", "content": text}]}),
+    };
+    let resp = client
+        .post(format!("{}/tokenize", target.base))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap_or_default())
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .map_err(|e| format!("tokenize: {e}"))?;
+    if !resp.status().is_success() {
+        return Err(format!("tokenize: HTTP {}", resp.status().as_u16()));
+    }
+    let bytes = resp.bytes().await.map_err(|e| format!("tokenize: {e}"))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("tokenize: {e}"))?;
+    v.get("count")
+        .and_then(|c| c.as_u64())
+        .or_else(|| v.get("tokens").and_then(|t| t.as_array()).map(|a| a.len() as u64))
+        .ok_or_else(|| "tokenize: no `count` or `tokens` in the answer".to_string())
+}
+
+/// What the server says about itself: the first model id and its context length.
+pub async fn server_model(client: &reqwest::Client, base: &str) -> (Option<String>, Option<u64>) {
+    let get = |path: &str| {
+        let url = format!("{base}{path}");
+        let client = client.clone();
+        async move {
+            let resp = client.get(url).timeout(Duration::from_secs(10)).send().await.ok()?;
+            if !resp.status().is_success() {
+                return None;
+            }
+            serde_json::from_slice::<serde_json::Value>(&resp.bytes().await.ok()?).ok()
+        }
+    };
+    let mut model = None;
+    let mut limit = None;
+    if let Some(v) = get("/v1/models").await {
+        if let Some(m) = v.get("data").and_then(|d| d.as_array()).and_then(|a| a.first()) {
+            model = m.get("id").and_then(|i| i.as_str()).map(str::to_string);
+            limit = m.get("max_model_len").and_then(|x| x.as_u64());
+        }
+    }
+    if limit.is_none() {
+        if let Some(v) = get("/get_model_info").await {
+            limit = ["max_context_length", "context_length", "max_model_len"]
+                .iter()
+                .find_map(|k| v.get(*k).and_then(|x| x.as_u64()));
+        }
+    }
+    (model, limit)
+}

@@ -1,0 +1,198 @@
+//! Prompts of a target length: an instruction from the workload's source, padded
+//! with natural filler text and measured with the server's tokenizer.
+
+use std::path::Path;
+
+pub const BUILTIN_NAMES: &[&str] = &["code", "reasoning", "document"];
+
+/// The instruction of a built-in prompt.
+pub fn builtin(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "code" => "Write a Python function `fibonacci(n)` that returns the n-th Fibonacci number using an iterative approach, then explain its time and memory complexity and give three unit tests.",
+        "reasoning" => "A train leaves at 09:40 and travels 312 km at an average of 96 km/h, with a 12 minute stop halfway. Another leaves the same station at 10:05 at 120 km/h without stopping. Reason step by step: which arrives first, and by how many minutes?",
+        "document" => "Summarise the document above in five bullet points, then list every number it mentions with what it refers to.",
+        _ => return None,
+    })
+}
+
+/// Natural text used to pad prompts to their target length.
+const FILLER: &str = "The committee met on a grey Tuesday morning to review the quarterly figures. \
+Revenue had grown in every region except the north, where a long winter delayed construction. \
+Several members asked whether the new warehouse would open on schedule, and the operations lead \
+explained that the remaining work was mostly electrical and could proceed indoors. The discussion \
+then turned to hiring: two teams had lost senior engineers to competitors, and the recruiters \
+reported that candidates now expected more flexible schedules. A proposal to open a small office \
+near the university was received warmly but deferred until the budget review. Later, the finance \
+director walked through the cash position, noting that payments from two large customers had \
+arrived late but in full. She recommended keeping a larger reserve through the spring. The meeting \
+closed with a short presentation about the river restoration project that the company sponsors, \
+including photographs of the new footbridge and the first otters seen there in twenty years. ";
+
+/// The instructions of a workload's prompt source (one per prompt; cycled).
+pub fn load_source(spec: &str) -> Result<Vec<String>, String> {
+    match spec.split_once(':') {
+        Some(("builtin", name)) => builtin(name)
+            .map(|s| vec![s.to_string()])
+            .ok_or_else(|| format!("unknown built-in prompt `{name}`")),
+        Some(("file", path)) => {
+            let text = std::fs::read_to_string(Path::new(path))
+                .map_err(|e| format!("prompt file {path}: {e}"))?;
+            if text.trim().is_empty() {
+                return Err(format!("prompt file {path} is empty"));
+            }
+            Ok(vec![text])
+        }
+        Some(("jsonl", path)) => {
+            let text = std::fs::read_to_string(Path::new(path))
+                .map_err(|e| format!("prompt file {path}: {e}"))?;
+            let mut out = Vec::new();
+            for (i, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let v: serde_json::Value = serde_json::from_str(line)
+                    .map_err(|e| format!("{path}:{}: {e}", i + 1))?;
+                let p = v
+                    .get("prompt")
+                    .and_then(|p| p.as_str())
+                    .map(str::to_string)
+                    .or_else(|| {
+                        // A chat: join the messages' contents.
+                        v.get("messages").and_then(|m| m.as_array()).map(|msgs| {
+                            msgs.iter()
+                                .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
+                                .collect::<Vec<_>>()
+                                .join("\n\n")
+                        })
+                    })
+                    .or_else(|| v.as_str().map(str::to_string))
+                    .ok_or_else(|| {
+                        format!("{path}:{}: expected {{\"prompt\": ...}} or {{\"messages\": [...]}}", i + 1)
+                    })?;
+                out.push(p);
+            }
+            if out.is_empty() {
+                return Err(format!("prompt file {path} has no prompts"));
+            }
+            Ok(out)
+        }
+        _ => Err(format!("bad prompt source `{spec}`")),
+    }
+}
+
+/// The words filler is made of, repeated as far as needed.
+fn filler_words(n: usize) -> String {
+    let words: Vec<&str> = FILLER.split_whitespace().collect();
+    let mut out = String::with_capacity(n * 7);
+    for i in 0..n {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(words[i % words.len()]);
+    }
+    out
+}
+
+/// A prompt body with `n` filler words before the instruction. `{nonce}` marks
+/// where each request writes its own prefix (so prefix caches cannot help).
+pub fn compose(instruction: &str, n: usize) -> String {
+    if n == 0 {
+        instruction.to_string()
+    } else {
+        format!("{}\n\n{}", filler_words(n), instruction)
+    }
+}
+
+/// The per-request prefix; fixed width so its token count does not vary.
+pub fn nonce(i: u64) -> String {
+    format!("Ref {:06}. ", i % 1_000_000)
+}
+
+/// Find the filler length whose token count is the largest not above `target`,
+/// using `measure` (the server's tokenizer). Returns the text and its count.
+pub async fn fit<F, Fut>(instruction: &str, target: u64, mut measure: F) -> Result<(String, u64), String>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<u64, String>>,
+{
+    let with_nonce = |n: usize| format!("{}{}", nonce(0), compose(instruction, n));
+    let base = measure(with_nonce(0)).await?;
+    if base >= target {
+        return Ok((compose(instruction, 0), base));
+    }
+    // Secant steps on tokens(n), then a walk of single words to land exactly.
+    let (mut lo_n, mut lo_t) = (0usize, base);
+    let mut n = ((target - base) as f64 / 1.3).max(1.0) as usize;
+    let mut best = (0usize, base);
+    for _ in 0..12 {
+        let t = measure(with_nonce(n)).await?;
+        if t <= target && t >= best.1 {
+            best = (n, t);
+        }
+        if t == target {
+            break;
+        }
+        let slope = if n != lo_n {
+            ((t as f64 - lo_t as f64) / (n as f64 - lo_n as f64)).max(0.05)
+        } else {
+            1.3
+        };
+        let next = n as f64 + (target as f64 - t as f64) / slope;
+        let next = next.round().max(0.0) as usize;
+        lo_n = n;
+        lo_t = t;
+        if next == n {
+            // Rounding stalled: step by one word towards the target.
+            n = if t < target { n + 1 } else { n.saturating_sub(1) };
+        } else {
+            n = next;
+        }
+    }
+    Ok((compose(instruction, best.0), best.1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn fits_exactly_with_a_word_tokenizer() {
+        for target in [40u64, 1000, 8192, 32000] {
+            let (text, count) = fit(builtin("code").unwrap(), target, |t: String| async move {
+                Ok(t.split_whitespace().count() as u64)
+            })
+            .await
+            .unwrap();
+            assert_eq!(count, target);
+            assert_eq!(
+                (nonce(0) + &text).split_whitespace().count() as u64,
+                target
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn fits_below_with_a_coarser_tokenizer() {
+        // ~1.5 tokens per word, never exactly divisible: lands at most one word under.
+        let (_, count) = fit("q", 5001, |t: String| async move {
+            Ok(t.split_whitespace().map(|w| 1 + (w.len() as u64 > 5) as u64).sum())
+        })
+        .await
+        .unwrap();
+        assert!(count <= 5001 && count >= 4999, "{count}");
+    }
+
+    #[test]
+    fn loads_jsonl_prompts() {
+        let dir = std::env::temp_dir().join(format!("sweeptop-prompt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("p.jsonl");
+        std::fs::write(&p, "{\"prompt\": \"a b\"}\n\n{\"messages\": [{\"role\":\"user\",\"content\":\"c\"}]}\n").unwrap();
+        let got = load_source(&format!("jsonl:{}", p.display())).unwrap();
+        assert_eq!(got, vec!["a b", "c"]);
+        std::fs::write(&p, "{\"prompt\": \"a b\"}\nnot json\n").unwrap();
+        let err = load_source(&format!("jsonl:{}", p.display())).unwrap_err();
+        assert!(err.contains("p.jsonl:2:"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,96 @@
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use sweeptop::commands;
+
+/// Drive benchmark sweeps of LLM inference servers and watch them live.
+#[derive(Parser)]
+#[command(name = "sweeptop", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a sweep from a plan file (or continue one with --resume DIR).
+    Run {
+        /// The plan file (TOML).
+        #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+        plan: Option<PathBuf>,
+        /// Continue the sweep recorded in this run directory.
+        #[arg(long, value_name = "DIR")]
+        resume: Option<PathBuf>,
+        /// Run directory (default runs/<plan>-<UTC timestamp>).
+        #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+        out: Option<PathBuf>,
+        /// Print line progress instead of the dashboard.
+        #[arg(long)]
+        headless: bool,
+    },
+    /// Run the bundled demo sweep against the simulated server (no GPU needed).
+    Demo {
+        #[arg(long)]
+        headless: bool,
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Validate a plan and print its expanded matrix.
+    Check {
+        plan: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export a run's results grid.
+    Export {
+        dir: PathBuf,
+        #[arg(long, value_enum)]
+        format: sweeptop::export::Format,
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Print the failure kind found in a log excerpt or HTTP error body.
+    Classify {
+        /// A file, or - for standard input (the default).
+        input: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The simulated inference server used by the demo and the tests.
+    SimServer(sweeptop::sim::SimArgs),
+}
+
+fn main() -> color_eyre::Result<()> {
+    color_eyre::install()?;
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Cmd::Run {
+            plan,
+            resume,
+            out,
+            headless,
+        } => commands::run(commands::RunArgs {
+            plan,
+            resume,
+            out,
+            headless,
+            demo: false,
+        })?,
+        Cmd::Demo { headless, out } => commands::run(commands::RunArgs {
+            plan: None,
+            resume: None,
+            out,
+            headless,
+            demo: true,
+        })?,
+        Cmd::Check { plan, json } => commands::check(&plan, json)?,
+        Cmd::Export {
+            dir,
+            format,
+            output,
+        } => commands::export(&dir, format, output.as_deref())?,
+        Cmd::Classify { input, json } => commands::classify(input.as_deref(), json)?,
+        Cmd::SimServer(args) => commands::sim_server(args)?,
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,758 @@
+//! The plan file: schema, validation with `file:line:col` errors, and expansion into
+//! configs and cells with stable ids. Reads the plan file and nothing else.
+
+mod schema;
+pub mod template;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use toml::Spanned;
+
+pub use schema::{Api, Overflow};
+use schema::{Axes, RawPlan};
+
+use crate::detect::FailureKind;
+
+/// A plan error with the place in the file it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanError {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// Context limit: fixed, or read from the server once it is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextLimit {
+    Tokens(u64),
+    Server,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Limits {
+    pub context: ContextLimit,
+    pub context_margin: u64,
+    pub request_timeout_s: f64,
+    pub stall_timeout_s: f64,
+    pub cell_timeout_s: f64,
+    pub max_error_rate: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Ready {
+    pub path: String,
+    pub log_line: Option<String>,
+    pub timeout_s: f64,
+    pub generate: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Port {
+    Fixed(u16),
+    Auto,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    pub id: String,
+    pub prompt: String,
+    pub contexts: Vec<u64>,
+    pub concurrency: Vec<u32>,
+    pub requests: u32,
+    pub max_tokens: u32,
+    pub warmup: u32,
+    pub overflow: Overflow,
+}
+
+/// One server launch: a point of a phase's matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub id: String,
+    pub phase: String,
+    pub axes: IndexMap<String, String>,
+    /// argv with the runtime placeholders (`{port}`, `{host}`, `{run_dir}`,
+    /// `{sweeptop}`) still to fill.
+    pub argv: Vec<String>,
+    pub shell: bool,
+    pub env: IndexMap<String, String>,
+    pub requires: Vec<String>,
+    pub host: String,
+    pub port: Port,
+    pub ready: Ready,
+    pub stop_grace_s: f64,
+    pub api: Api,
+    pub model: Option<String>,
+    pub retries: u32,
+    pub baseline: bool,
+    /// GPUs the config uses, from `CUDA_VISIBLE_DEVICES` in its environment.
+    pub gpus: Option<Vec<u32>>,
+}
+
+/// One measurement: a config × workload × context × concurrency.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub id: String,
+    pub config: String,
+    pub phase: String,
+    pub workload: String,
+    pub context_tokens: u64,
+    pub concurrency: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub id: String,
+    pub configs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub name: String,
+    pub description: Option<String>,
+    #[serde(skip)]
+    pub path: PathBuf,
+    #[serde(skip)]
+    pub source: String,
+    pub limits: Limits,
+    pub workloads: Vec<Workload>,
+    pub phases: Vec<Phase>,
+    pub configs: Vec<Config>,
+    pub cells: Vec<Cell>,
+    #[serde(skip)]
+    pub patterns: Vec<(String, FailureKind)>,
+}
+
+impl Plan {
+    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        let source = std::fs::read_to_string(path).map_err(|e| PlanError {
+            file: path.display().to_string(),
+            line: 0,
+            col: 0,
+            message: format!("cannot read plan: {e}"),
+        })?;
+        Plan::parse(path, &source)
+    }
+
+    pub fn parse(path: &Path, source: &str) -> Result<Plan, PlanError> {
+        let ctx = Ctx {
+            file: path.display().to_string(),
+            source,
+        };
+        let raw: RawPlan = toml::from_str(source).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            ctx.err(span, e.message().trim().to_string())
+        })?;
+        let mut plan = expand(&ctx, raw)?;
+        plan.path = path.to_path_buf();
+        plan.source = source.to_string();
+        Ok(plan)
+    }
+
+    pub fn config(&self, id: &str) -> Option<&Config> {
+        self.configs.iter().find(|c| c.id == id)
+    }
+
+    pub fn workload(&self, id: &str) -> Option<&Workload> {
+        self.workloads.iter().find(|w| w.id == id)
+    }
+
+    pub fn cells_of<'a>(&'a self, config: &'a str) -> impl Iterator<Item = &'a Cell> + 'a {
+        self.cells.iter().filter(move |c| c.config == config)
+    }
+}
+
+struct Ctx<'a> {
+    file: String,
+    source: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, message: impl Into<String>) -> PlanError {
+        let (line, col) = line_col(self.source, span.start);
+        PlanError {
+            file: self.file.clone(),
+            line,
+            col,
+            message: message.into(),
+        }
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(source: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(source.len());
+    let before = source.get(..offset).unwrap_or(source);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let col = before[line_start..].chars().count() + 1;
+    (line, col)
+}
+
+fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
+    let name = raw.name.get_ref().trim().to_string();
+    if !valid_id(&name) {
+        return Err(ctx.err(
+            raw.name.span(),
+            "plan name must be non-empty and use only letters, digits, '-', '_' or '.'",
+        ));
+    }
+
+    let limits = limits(ctx, &raw)?;
+    let workloads = workloads(ctx, &raw)?;
+
+    let port = match raw.server.port.get_ref() {
+        toml::Value::Integer(p) if (1..=65535).contains(p) => Port::Fixed(*p as u16),
+        toml::Value::String(s) if s == "auto" => Port::Auto,
+        _ => {
+            return Err(ctx.err(
+                raw.server.port.span(),
+                "port must be a number from 1 to 65535 or \"auto\"",
+            ))
+        }
+    };
+    if !(raw.server.stop_grace_s >= 0.0 && raw.server.stop_grace_s.is_finite()) {
+        return Err(ctx.err(
+            raw.server.command.span(),
+            "stop_grace_s must be a non-negative number",
+        ));
+    }
+    let words = template::split_words(raw.server.command.get_ref())
+        .map_err(|e| ctx.err(raw.server.command.span(), format!("server.command: {e}")))?;
+    if words.is_empty() {
+        return Err(ctx.err(raw.server.command.span(), "server.command is empty"));
+    }
+
+    let mut patterns = Vec::new();
+    for p in &raw.patterns {
+        let kind = FailureKind::parse(p.kind.get_ref()).ok_or_else(|| {
+            ctx.err(
+                p.kind.span(),
+                format!("unknown failure kind `{}`", p.kind.get_ref()),
+            )
+        })?;
+        if let Err(e) = regex::Regex::new(p.regex.get_ref()) {
+            return Err(ctx.err(p.regex.span(), format!("invalid regex: {e}")));
+        }
+        patterns.push((p.regex.get_ref().clone(), kind));
+    }
+
+    if raw.phases.get_ref().is_empty() {
+        return Err(ctx.err(raw.phases.span(), "a plan needs at least one phase"));
+    }
+
+    let mut configs: Vec<Config> = Vec::new();
+    let mut config_spans: HashMap<String, Range<usize>> = HashMap::new();
+    let mut phases = Vec::new();
+    let mut cells = Vec::new();
+    let mut phase_ids = HashSet::new();
+    for phase in raw.phases.get_ref() {
+        let pid = phase.id.get_ref().clone();
+        if !valid_id(&pid) {
+            return Err(ctx.err(phase.id.span(), "phase id must use letters, digits, '-', '_' or '.'"));
+        }
+        if !phase_ids.insert(pid.clone()) {
+            return Err(ctx.err(phase.id.span(), format!("duplicate phase id `{pid}`")));
+        }
+        let combos = combos(ctx, phase)?;
+        if combos.is_empty() {
+            return Err(ctx.err(
+                phase.id.span(),
+                format!("phase `{pid}` has no configs left after include/exclude"),
+            ));
+        }
+        let phase_workloads: Vec<&Workload> = match &phase.workloads {
+            None => workloads.iter().collect(),
+            Some(ids) => {
+                let mut v = Vec::new();
+                for id in ids {
+                    let w = workloads.iter().find(|w| &w.id == id.get_ref()).ok_or_else(|| {
+                        ctx.err(id.span(), format!("unknown workload `{}`", id.get_ref()))
+                    })?;
+                    v.push(w);
+                }
+                v
+            }
+        };
+        let id_template = phase.config_id.as_ref().or(raw.config_id.as_ref());
+        let mut phase_configs = Vec::new();
+        let mut baseline_found = false;
+        for (combo, span) in &combos {
+            let config = build_config(ctx, &raw, phase, combo, span.clone(), id_template, port)?;
+            if let Some(prev) = config_spans.get(&config.id) {
+                let (l, c) = line_col(ctx.source, prev.start);
+                return Err(ctx.err(
+                    span.clone(),
+                    format!(
+                        "duplicate config id `{}` (also produced at line {l}, col {c}); add an axis to `config_id` or change the matrix",
+                        config.id
+                    ),
+                ));
+            }
+            config_spans.insert(config.id.clone(), span.clone());
+            let mut config = config;
+            config.baseline = match &phase.baseline {
+                Some(b) => matches(b.get_ref(), combo),
+                None => phase_configs.is_empty(),
+            };
+            baseline_found |= config.baseline;
+            for w in &phase_workloads {
+                for &ctx_tokens in &w.contexts {
+                    for &conc in &w.concurrency {
+                        cells.push(Cell {
+                            id: format!("{}/{}-ctx{}-c{}", config.id, w.id, ctx_tokens, conc),
+                            config: config.id.clone(),
+                            phase: pid.clone(),
+                            workload: w.id.clone(),
+                            context_tokens: ctx_tokens,
+                            concurrency: conc,
+                        });
+                    }
+                }
+            }
+            phase_configs.push(config.id.clone());
+            configs.push(config);
+        }
+        if let (Some(b), false) = (&phase.baseline, baseline_found) {
+            return Err(ctx.err(b.span(), "no config of this phase matches `baseline`"));
+        }
+        phases.push(Phase {
+            id: pid,
+            configs: phase_configs,
+        });
+    }
+
+    Ok(Plan {
+        name,
+        description: raw.description.clone(),
+        path: PathBuf::new(),
+        source: String::new(),
+        limits,
+        workloads,
+        phases,
+        configs,
+        cells,
+        patterns,
+    })
+}
+
+fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
+    let l = &raw.limits;
+    let context = match &l.context {
+        None => ContextLimit::Server,
+        Some(v) => match v.get_ref() {
+            toml::Value::Integer(n) if *n > 0 => ContextLimit::Tokens(*n as u64),
+            toml::Value::String(s) if s == "server" => ContextLimit::Server,
+            _ => {
+                return Err(ctx.err(
+                    v.span(),
+                    "limits.context must be a positive number of tokens or \"server\"",
+                ))
+            }
+        },
+    };
+    let positive = |v: Option<f64>, default: f64, name: &str| -> Result<f64, PlanError> {
+        let v = v.unwrap_or(default);
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(ctx.err(0..0, format!("limits.{name} must be a positive number of seconds")))
+        }
+    };
+    let max_error_rate = l.max_error_rate.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&max_error_rate) {
+        return Err(ctx.err(0..0, "limits.max_error_rate must be between 0 and 1"));
+    }
+    Ok(Limits {
+        context,
+        context_margin: l.context_margin.unwrap_or(16),
+        request_timeout_s: positive(l.request_timeout_s, 600.0, "request_timeout_s")?,
+        stall_timeout_s: positive(l.stall_timeout_s, 120.0, "stall_timeout_s")?,
+        cell_timeout_s: positive(l.cell_timeout_s, 3600.0, "cell_timeout_s")?,
+        max_error_rate,
+    })
+}
+
+fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
+    if raw.workloads.get_ref().is_empty() {
+        return Err(ctx.err(raw.workloads.span(), "a plan needs at least one workload"));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for w in raw.workloads.get_ref() {
+        let id = w.id.get_ref().clone();
+        if !valid_id(&id) {
+            return Err(ctx.err(w.id.span(), "workload id must use letters, digits, '-', '_' or '.'"));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(ctx.err(w.id.span(), format!("duplicate workload id `{id}`")));
+        }
+        if w.contexts.get_ref().is_empty() {
+            return Err(ctx.err(w.contexts.span(), "`contexts` is empty"));
+        }
+        if w.contexts.get_ref().contains(&0) {
+            return Err(ctx.err(w.contexts.span(), "context targets must be positive"));
+        }
+        if w.concurrency.get_ref().is_empty() {
+            return Err(ctx.err(w.concurrency.span(), "`concurrency` is empty"));
+        }
+        if w.concurrency.get_ref().contains(&0) {
+            return Err(ctx.err(w.concurrency.span(), "concurrency levels must be positive"));
+        }
+        let dup = |v: &[u64]| v.iter().collect::<HashSet<_>>().len() != v.len();
+        if dup(w.contexts.get_ref()) {
+            return Err(ctx.err(w.contexts.span(), "duplicate value in `contexts`"));
+        }
+        let conc: Vec<u64> = w.concurrency.get_ref().iter().map(|&c| c as u64).collect();
+        if dup(&conc) {
+            return Err(ctx.err(w.concurrency.span(), "duplicate value in `concurrency`"));
+        }
+        if w.requests == 0 || w.max_tokens == 0 {
+            return Err(ctx.err(w.id.span(), "`requests` and `max_tokens` must be positive"));
+        }
+        let p = w.prompt.get_ref();
+        let ok = match p.split_once(':') {
+            Some(("builtin", name)) => crate::load::prompt::builtin(name).is_some(),
+            Some(("file" | "jsonl", path)) => !path.is_empty(),
+            _ => false,
+        };
+        if !ok {
+            return Err(ctx.err(
+                w.prompt.span(),
+                format!(
+                    "prompt must be `builtin:NAME` (one of {}), `file:PATH` or `jsonl:PATH`",
+                    crate::load::prompt::BUILTIN_NAMES.join(", ")
+                ),
+            ));
+        }
+        out.push(Workload {
+            id,
+            prompt: p.clone(),
+            contexts: w.contexts.get_ref().clone(),
+            concurrency: w.concurrency.get_ref().clone(),
+            requests: w.requests,
+            max_tokens: w.max_tokens,
+            warmup: w.warmup,
+            overflow: w.overflow,
+        });
+    }
+    Ok(out)
+}
+
+type Combo = IndexMap<String, String>;
+
+/// The phase's configs as axis assignments: the matrix product, then each
+/// `include` entry (a small matrix of its own), minus `exclude` matches; each
+/// with the span that produced it.
+fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize>)>, PlanError> {
+    let mut out: Vec<(Combo, Range<usize>)> = Vec::new();
+    let add = |axes: &Axes, span: Range<usize>, out: &mut Vec<(Combo, Range<usize>)>| -> Result<(), PlanError> {
+        for (axis, values) in axes {
+            if values.get_ref().0.is_empty() {
+                return Err(ctx.err(values.span(), format!("axis `{axis}` is empty")));
+            }
+            if !valid_axis(axis) {
+                return Err(ctx.err(values.span(), format!("axis name `{axis}` must use letters, digits or '_'")));
+            }
+            let v = &values.get_ref().0;
+            if v.iter().collect::<HashSet<_>>().len() != v.len() {
+                return Err(ctx.err(values.span(), format!("axis `{axis}` has a duplicate value")));
+            }
+        }
+        let mut acc: Vec<Combo> = vec![IndexMap::new()];
+        for (axis, values) in axes {
+            let mut next = Vec::new();
+            for c in &acc {
+                for v in &values.get_ref().0 {
+                    let mut c = c.clone();
+                    c.insert(axis.clone(), v.clone());
+                    next.push(c);
+                }
+            }
+            acc = next;
+        }
+        for c in acc {
+            if !out.iter().any(|(o, _)| *o == c) {
+                out.push((c, span.clone()));
+            }
+        }
+        Ok(())
+    };
+    if !phase.matrix.is_empty() || phase.include.is_empty() {
+        // A phase without axes is one config.
+        add(&phase.matrix, phase.id.span(), &mut out)?;
+    }
+    for inc in &phase.include {
+        if inc.get_ref().is_empty() {
+            return Err(ctx.err(inc.span(), "empty include entry"));
+        }
+        add(inc.get_ref(), inc.span(), &mut out)?;
+    }
+    let known: HashSet<&str> = phase
+        .matrix
+        .keys()
+        .chain(phase.include.iter().flat_map(|i| i.get_ref().keys()))
+        .map(|k| k.as_str())
+        .collect();
+    for ex in &phase.exclude {
+        for (axis, values) in ex.get_ref() {
+            if !known.contains(axis.as_str()) {
+                return Err(ctx.err(values.span(), format!("exclude names `{axis}`, which is not an axis of this phase")));
+            }
+        }
+        out.retain(|(c, _)| !matches(ex.get_ref(), c));
+    }
+    Ok(out)
+}
+
+fn valid_axis(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether a combo matches a filter (every named axis has one of the listed values).
+fn matches(filter: &Axes, combo: &Combo) -> bool {
+    filter.iter().all(|(axis, values)| {
+        combo
+            .get(axis)
+            .is_some_and(|v| values.get_ref().0.iter().any(|w| w == v))
+    })
+}
+
+fn build_config(
+    ctx: &Ctx,
+    raw: &RawPlan,
+    phase: &schema::RawPhase,
+    combo: &Combo,
+    span: Range<usize>,
+    id_template: Option<&Spanned<String>>,
+    port: Port,
+) -> Result<Config, PlanError> {
+    let pid = phase.id.get_ref();
+    // Variables: plan vars, then phase vars, then `set` rules matching this combo.
+    let mut vars: IndexMap<String, (String, Range<usize>)> = IndexMap::new();
+    for (k, v) in raw.vars.iter().chain(phase.vars.iter()) {
+        vars.insert(k.clone(), (v.get_ref().clone(), v.span()));
+    }
+    for rule in &phase.set {
+        if matches(rule.when.get_ref(), combo) {
+            for (k, v) in &rule.vars {
+                vars.insert(k.clone(), (v.get_ref().clone(), v.span()));
+            }
+        }
+    }
+
+    let id = match id_template {
+        Some(t) => {
+            let segs: Vec<String> = t
+                .get_ref()
+                .split('-')
+                .filter_map(|seg| template::fill(seg, &|n| combo.get(n).cloned()).ok())
+                .filter(|s| !s.is_empty())
+                .collect();
+            segs.join("-")
+        }
+        None => combo
+            .iter()
+            .map(|(axis, v)| {
+                if v.parse::<f64>().is_ok() {
+                    format!("{axis}{v}")
+                } else {
+                    v.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("-"),
+    };
+    let id = if id.is_empty() { pid.clone() } else { id };
+    if !valid_id(&id) {
+        return Err(ctx.err(
+            id_template.map(|t| t.span()).unwrap_or(span),
+            format!("config id `{id}` may use only letters, digits, '-', '_' or '.'"),
+        ));
+    }
+
+    // Resolve a template against builtins, axes and (recursively) vars.
+    let resolve = |text: &str, at: Range<usize>| -> Result<String, PlanError> {
+        fn go(
+            text: &str,
+            depth: usize,
+            combo: &Combo,
+            vars: &IndexMap<String, (String, Range<usize>)>,
+            id: &str,
+            pid: &str,
+        ) -> Result<String, String> {
+            if depth > 8 {
+                return Err("(variables refer to each other in a loop)".into());
+            }
+            let out = template::fill(text, &|name| {
+                if template::RUNTIME.contains(&name) {
+                    return Some(format!("{{{name}}}"));
+                }
+                match name {
+                    "config" => return Some(id.to_string()),
+                    "phase" => return Some(pid.to_string()),
+                    _ => {}
+                }
+                if let Some(v) = combo.get(name) {
+                    return Some(v.clone());
+                }
+                if let Some((v, _)) = vars.get(name) {
+                    return Some(v.clone());
+                }
+                None
+            })?;
+            if out != text && out.contains('{') {
+                // Vars may contain placeholders themselves.
+                return go(&out, depth + 1, combo, vars, id, pid);
+            }
+            Ok(out)
+        }
+        go(text, 0, combo, &vars, &id, pid).map_err(|name| {
+            let axes: Vec<String> = combo.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            ctx.err(
+                at,
+                format!(
+                    "unresolved placeholder `{{{name}}}` for config `{id}` ({}); define it in [vars], a matrix axis, or a `set` rule",
+                    if axes.is_empty() { "no axes".to_string() } else { axes.join(", ") }
+                ),
+            )
+        })
+    };
+
+    let cmd_span = raw.server.command.span();
+    let mut argv = Vec::new();
+    let words = template::split_words(raw.server.command.get_ref())
+        .map_err(|e| ctx.err(cmd_span.clone(), e))?;
+    for w in &words {
+        let filled = resolve(w, cmd_span.clone())?;
+        // A word that was only a placeholder and came out empty is dropped, so an
+        // optional `{extra_args}` can be empty. A filled value with spaces is
+        // split into words as well, so `{spec_args}` can carry several flags.
+        if w.trim().starts_with('{') && w.trim().ends_with('}') && template::placeholders(w).len() == 1 {
+            let parts = template::split_words(&filled).map_err(|e| ctx.err(cmd_span.clone(), e))?;
+            argv.extend(parts);
+        } else {
+            argv.push(filled);
+        }
+    }
+    if argv.is_empty() {
+        return Err(ctx.err(cmd_span, format!("server.command is empty for config `{id}`")));
+    }
+    let mut env = IndexMap::new();
+    for (k, v) in &raw.server.env {
+        env.insert(k.clone(), resolve(v.get_ref(), v.span())?);
+    }
+    let mut requires = Vec::new();
+    for r in &raw.server.requires {
+        requires.push(resolve(r.get_ref(), r.span())?);
+    }
+    let gpus = env
+        .get("CUDA_VISIBLE_DEVICES")
+        .and_then(|v| crate::gpu::parse_visible_devices(v));
+    Ok(Config {
+        id,
+        phase: pid.clone(),
+        axes: combo.clone(),
+        argv,
+        shell: raw.server.shell,
+        env,
+        requires,
+        host: raw.server.host.clone(),
+        port,
+        ready: Ready {
+            path: raw.server.ready.path.clone(),
+            log_line: raw.server.ready.log_line.clone(),
+            timeout_s: raw.server.ready.timeout_s,
+            generate: raw.server.ready.generate,
+        },
+        stop_grace_s: raw.server.stop_grace_s,
+        api: raw.server.api,
+        model: raw.server.model.clone(),
+        retries: raw.server.retries,
+        baseline: false,
+        gpus,
+    })
+}
+
+/// The expanded matrix as printed by `sweeptop check`.
+pub fn describe(plan: &Plan) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "plan `{}`: {} phases, {} configs, {} cells",
+        plan.name,
+        plan.phases.len(),
+        plan.configs.len(),
+        plan.cells.len()
+    );
+    let per_config: BTreeMap<&str, usize> = plan.cells.iter().fold(BTreeMap::new(), |mut m, c| {
+        *m.entry(c.config.as_str()).or_default() += 1;
+        m
+    });
+    for phase in &plan.phases {
+        let _ = writeln!(s, "\nphase {}", phase.id);
+        for cid in &phase.configs {
+            if let Some(c) = plan.config(cid) {
+                let _ = writeln!(
+                    s,
+                    "  {:<28} {:>3} cells{}",
+                    c.id,
+                    per_config.get(c.id.as_str()).copied().unwrap_or(0),
+                    if c.baseline { "  (baseline)" } else { "" }
+                );
+                let _ = writeln!(s, "      $ {}", shell_quote(&c.argv));
+            }
+        }
+    }
+    let _ = writeln!(s, "\nworkloads");
+    for w in &plan.workloads {
+        let _ = writeln!(
+            s,
+            "  {:<12} prompt {}  contexts {:?}  concurrency {:?}  {} requests x {} tokens  overflow {:?}",
+            w.id, w.prompt, w.contexts, w.concurrency, w.requests, w.max_tokens, w.overflow
+        );
+    }
+    s
+}
+
+pub fn shell_quote(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+{}".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,234 @@
+//! The plan file as written (serde types). Spans are kept on everything a validation
+//! error may need to point at, so every error names `file:line:col`.
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use toml::Spanned;
+
+pub type Axes = IndexMap<String, Spanned<AxisValues>>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlan {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Free variables usable as `{name}` in templates; may refer to axes.
+    #[serde(default)]
+    pub vars: IndexMap<String, Spanned<String>>,
+    pub server: RawServer,
+    #[serde(default)]
+    pub limits: RawLimits,
+    pub workloads: Spanned<Vec<RawWorkload>>,
+    pub phases: Spanned<Vec<RawPhase>>,
+    /// Template for config ids, e.g. `tp{tp}-{method}-b{budget}`: `-`-separated
+    /// segments whose placeholders are not set for a config are dropped.
+    #[serde(default)]
+    pub config_id: Option<Spanned<String>>,
+    /// Extra log patterns: regex → failure kind.
+    #[serde(default)]
+    pub patterns: Vec<RawPattern>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPattern {
+    pub regex: Spanned<String>,
+    pub kind: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// Command template, split into argv like a shell would (quotes respected),
+    /// then each word filled; run through `sh -c` only when `shell = true`.
+    pub command: Spanned<String>,
+    #[serde(default)]
+    pub shell: bool,
+    #[serde(default)]
+    pub env: IndexMap<String, Spanned<String>>,
+    #[serde(default = "default_host")]
+    pub host: String,
+    /// A port number, or "auto" for a free port per launch.
+    pub port: Spanned<toml::Value>,
+    #[serde(default)]
+    pub ready: RawReady,
+    #[serde(default = "default_grace")]
+    pub stop_grace_s: f64,
+    /// Paths that must exist before a config launches (templates).
+    #[serde(default)]
+    pub requires: Vec<Spanned<String>>,
+    /// `completions` or `chat`.
+    #[serde(default)]
+    pub api: Api,
+    /// The `model` field of requests; default: the first model the server lists.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Times a config whose server crashed is relaunched before its cells are marked.
+    #[serde(default)]
+    pub retries: u32,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    #[default]
+    Completions,
+    Chat,
+}
+
+fn default_host() -> String {
+    "127.0.0.1".into()
+}
+fn default_grace() -> f64 {
+    15.0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReady {
+    #[serde(default = "default_health")]
+    pub path: String,
+    #[serde(default)]
+    pub log_line: Option<String>,
+    #[serde(default = "default_ready_timeout")]
+    pub timeout_s: f64,
+    /// Also require one tiny generation to succeed before the server counts as ready.
+    #[serde(default)]
+    pub generate: bool,
+}
+
+impl Default for RawReady {
+    fn default() -> Self {
+        RawReady {
+            path: default_health(),
+            log_line: None,
+            timeout_s: default_ready_timeout(),
+            generate: false,
+        }
+    }
+}
+
+fn default_health() -> String {
+    "/health".into()
+}
+fn default_ready_timeout() -> f64 {
+    900.0
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Context limit in tokens, or "server" to ask the server.
+    #[serde(default)]
+    pub context: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    pub context_margin: Option<u64>,
+    #[serde(default)]
+    pub request_timeout_s: Option<f64>,
+    #[serde(default)]
+    pub stall_timeout_s: Option<f64>,
+    #[serde(default)]
+    pub cell_timeout_s: Option<f64>,
+    /// Fraction of failed requests a cell tolerates (default 0).
+    #[serde(default)]
+    pub max_error_rate: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkload {
+    pub id: Spanned<String>,
+    /// `builtin:NAME`, `file:PATH` (text) or `jsonl:PATH`.
+    #[serde(default = "default_prompt")]
+    pub prompt: Spanned<String>,
+    pub contexts: Spanned<Vec<u64>>,
+    pub concurrency: Spanned<Vec<u32>>,
+    #[serde(default = "default_requests")]
+    pub requests: u32,
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    #[serde(default)]
+    pub warmup: u32,
+    /// What to do with a prompt that would not fit: clamp (default), fail, send.
+    #[serde(default)]
+    pub overflow: Overflow,
+}
+
+fn default_prompt() -> Spanned<String> {
+    Spanned::new(0..0, "builtin:code".into())
+}
+fn default_requests() -> u32 {
+    8
+}
+fn default_max_tokens() -> u32 {
+    256
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overflow {
+    #[default]
+    Clamp,
+    Fail,
+    Send,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPhase {
+    pub id: Spanned<String>,
+    #[serde(default)]
+    pub matrix: Axes,
+    #[serde(default)]
+    pub include: Vec<Spanned<Axes>>,
+    #[serde(default)]
+    pub exclude: Vec<Spanned<Axes>>,
+    #[serde(default)]
+    pub set: Vec<RawSet>,
+    #[serde(default)]
+    pub vars: IndexMap<String, Spanned<String>>,
+    /// Workload ids this phase runs (default: all).
+    #[serde(default)]
+    pub workloads: Option<Vec<Spanned<String>>>,
+    /// Which config is the phase's baseline for speedups: axis → value(s).
+    #[serde(default)]
+    pub baseline: Option<Spanned<Axes>>,
+    #[serde(default)]
+    pub config_id: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSet {
+    pub when: Spanned<Axes>,
+    pub vars: IndexMap<String, Spanned<String>>,
+}
+
+/// One or several values of an axis (a scalar is a one-element list).
+#[derive(Debug, Clone)]
+pub struct AxisValues(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for AxisValues {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = toml::Value::deserialize(d)?;
+        let scalar = |v: &toml::Value| -> Result<String, D::Error> {
+            match v {
+                toml::Value::String(s) => Ok(s.clone()),
+                toml::Value::Integer(i) => Ok(i.to_string()),
+                toml::Value::Float(f) => Ok(f.to_string()),
+                toml::Value::Boolean(b) => Ok(b.to_string()),
+                other => Err(serde::de::Error::custom(format!(
+                    "axis values must be strings, numbers or booleans, found {}",
+                    other.type_str()
+                ))),
+            }
+        };
+        match &v {
+            toml::Value::Array(items) => Ok(AxisValues(
+                items.iter().map(scalar).collect::<Result<_, _>>()?,
+            )),
+            other => Ok(AxisValues(vec![scalar(other)?])),
+        }
+    }
+}

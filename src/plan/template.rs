@@ -1,0 +1,157 @@
+//! `{placeholder}` templates and shell-like word splitting for server commands.
+
+/// Placeholders filled only when a server is launched (not at plan expansion).
+pub const RUNTIME: &[&str] = &["port", "host", "run_dir", "sweeptop"];
+
+/// Fill `{name}` placeholders; `{{` and `}}` are literal braces. Returns the name of
+/// the first placeholder `lookup` cannot resolve.
+pub fn fill(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(i) = rest.find(['{', '}']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if tail.starts_with("{{") {
+            out.push('{');
+            rest = &tail[2..];
+        } else if tail.starts_with("}}") {
+            out.push('}');
+            rest = &tail[2..];
+        } else if tail.starts_with('}') {
+            out.push('}');
+            rest = &tail[1..];
+        } else {
+            let Some(end) = tail.find('}') else {
+                return Err(tail.to_string());
+            };
+            let name = tail[1..end].trim();
+            match lookup(name) {
+                Some(v) => out.push_str(&v),
+                None => return Err(name.to_string()),
+            }
+            rest = &tail[end + 1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Names of all placeholders in a template.
+pub fn placeholders(template: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = template;
+    while let Some(i) = rest.find('{') {
+        let tail = &rest[i..];
+        if tail.starts_with("{{") {
+            rest = &tail[2..];
+            continue;
+        }
+        match tail.find('}') {
+            Some(end) => {
+                names.push(tail[1..end].trim().to_string());
+                rest = &tail[end + 1..];
+            }
+            None => break,
+        }
+    }
+    names
+}
+
+/// Split a command line into words the way a POSIX shell does for quotes and
+/// backslashes (no expansion). Errors on an unterminated quote.
+pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => cur.push(c),
+                        None => return Err("unterminated single quote".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => cur.push(c),
+                            Some(c) => {
+                                cur.push('\\');
+                                cur.push(c);
+                            }
+                            None => return Err("unterminated double quote".into()),
+                        },
+                        Some(c) => cur.push(c),
+                        None => return Err("unterminated double quote".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(c) = chars.next() {
+                    if c != '\n' {
+                        cur.push(c);
+                    }
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn look(n: &str) -> Option<String> {
+        match n {
+            "tp" => Some("4".into()),
+            "model" => Some("/dev/shm/m".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn fills_and_escapes() {
+        assert_eq!(fill("--tp {tp} {{x}}", &look).unwrap(), "--tp 4 {x}");
+        assert_eq!(fill("{ model }/w", &look).unwrap(), "/dev/shm/m/w");
+        assert_eq!(fill("{nope}", &look).unwrap_err(), "nope");
+        assert!(fill("{tp", &look).is_err());
+    }
+
+    #[test]
+    fn lists_placeholders() {
+        assert_eq!(placeholders("a {x} {{y}} {z}"), vec!["x", "z"]);
+    }
+
+    #[test]
+    fn splits_like_a_shell() {
+        assert_eq!(
+            split_words(r#"python -m x --a 'b c' "d \"e\"" f\ g  "#).unwrap(),
+            vec!["python", "-m", "x", "--a", "b c", "d \"e\"", "f g"]
+        );
+        assert_eq!(split_words("a ''").unwrap(), vec!["a", ""]);
+        assert!(split_words("a 'b").is_err());
+    }
+}
