@@ -37,10 +37,16 @@ pub fn run(args: RunArgs) -> Result<i32> {
         let plan = if args.demo {
             Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| eyre!("{e}"))?
         } else {
-            let path = args.plan.as_ref().ok_or_else(|| eyre!("a plan file is needed (or --resume DIR)"))?;
+            let path = args
+                .plan
+                .as_ref()
+                .ok_or_else(|| eyre!("a plan file is needed (or --resume DIR)"))?;
             Plan::load(path).map_err(|e| eyre!("{e}"))?
         };
-        let dir = args.out.clone().unwrap_or_else(|| store::default_dir(&plan.name));
+        let dir = args
+            .out
+            .clone()
+            .unwrap_or_else(|| store::default_dir(&plan.name));
         let run = RunDir::create(&dir, &plan.name, &plan.source).map_err(|e| eyre!("{e}"))?;
         (plan, run)
     };
@@ -59,7 +65,14 @@ pub fn run(args: RunArgs) -> Result<i32> {
         let printer = tokio::spawn(crate::headless::print(bus.events.subscribe()));
         spawn_signal_handlers(tx.clone());
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sweeptop"));
-        let engine = Engine::new(Arc::new(plan), run_dir, bus.clone(), rx, Options { sweeptop_exe: exe }).map_err(|e| eyre!(e))?;
+        let engine = Engine::new(
+            Arc::new(plan),
+            run_dir,
+            bus.clone(),
+            rx,
+            Options { sweeptop_exe: exe },
+        )
+        .map_err(|e| eyre!(e))?;
         let outcome = engine.run().await;
         drop(bus);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), printer).await;
@@ -139,7 +152,9 @@ pub fn export(dir: &Path, format: Format, output: Option<&Path>) -> Result<i32> 
     let plan = Plan::load(&dir.join(store::PLAN)).ok();
     let text = export::render(format, plan.as_ref(), &results.records);
     match output {
-        Some(p) => std::fs::write(p, text).wrap_err_with(|| format!("cannot write {}", p.display()))?,
+        Some(p) => {
+            std::fs::write(p, text).wrap_err_with(|| format!("cannot write {}", p.display()))?
+        }
         None => std::io::stdout().lock().write_all(text.as_bytes())?,
     }
     Ok(0)
@@ -174,7 +189,8 @@ pub fn sim_server(args: crate::sim::SimArgs) -> Result<i32> {
         .enable_all()
         .build()
         .wrap_err("cannot start the async runtime")?;
-    rt.block_on(crate::sim::serve(args)).wrap_err("simulated server")?;
+    rt.block_on(crate::sim::serve(args))
+        .wrap_err("simulated server")?;
     Ok(0)
 }
 

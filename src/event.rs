@@ -121,12 +121,14 @@ pub fn now() -> String {
     let f = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );
-    t.format(&f).unwrap_or_else(|_| t.unix_timestamp().to_string())
+    t.format(&f)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }
 
 /// Now as a compact UTC stamp for directory names.
 pub fn stamp() -> String {
     let t = time::OffsetDateTime::now_utc();
     let f = time::macros::format_description!("[year][month][day]-[hour][minute][second]");
-    t.format(&f).unwrap_or_else(|_| t.unix_timestamp().to_string())
+    t.format(&f)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }

@@ -14,26 +14,60 @@ use crate::store::Status;
 pub fn line(ev: &Event) -> Option<String> {
     let time = |at: &str| at.get(11..19).unwrap_or(at).to_string();
     Some(match ev {
-        Event::SweepStarted { at, plan, run_dir, configs, cells, already_done } => format!(
+        Event::SweepStarted {
+            at,
+            plan,
+            run_dir,
+            configs,
+            cells,
+            already_done,
+        } => format!(
             "{} sweep {plan}: {configs} configs, {cells} cells{} → {run_dir}",
             time(at),
-            if *already_done > 0 { format!(" ({already_done} already recorded)") } else { String::new() }
+            if *already_done > 0 {
+                format!(" ({already_done} already recorded)")
+            } else {
+                String::new()
+            }
         ),
-        Event::ConfigStarting { at, config, index, total, command, attempt, .. } => format!(
+        Event::ConfigStarting {
+            at,
+            config,
+            index,
+            total,
+            command,
+            attempt,
+            ..
+        } => format!(
             "{} [{index}/{total}] {config}: starting{}  $ {command}",
             time(at),
-            if *attempt > 1 { format!(" (attempt {attempt})") } else { String::new() }
+            if *attempt > 1 {
+                format!(" (attempt {attempt})")
+            } else {
+                String::new()
+            }
         ),
-        Event::ServerReady { at, config, after_s, context_limit, model, .. } => format!(
+        Event::ServerReady {
+            at,
+            config,
+            after_s,
+            context_limit,
+            model,
+            ..
+        } => format!(
             "{} {config}: ready after {after_s:.1} s (model {model}, context {})",
             time(at),
-            context_limit.map(|c| c.to_string()).unwrap_or_else(|| "unknown".into())
+            context_limit
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "unknown".into())
         ),
         Event::CellFinished { at, record } => {
             let r = record;
-            let detail = match r.status {
-                Status::Ok => match &r.metrics {
-                    Some(m) => format!(
+            let detail =
+                match r.status {
+                    Status::Ok => {
+                        match &r.metrics {
+                            Some(m) => format!(
                         "ok  {:.1} tok/s  ttft p50 {:.0} ms  itl p50 {}  prompt {:.0} tok{}",
                         m.output_tok_s,
                         m.ttft_ms_p50,
@@ -41,23 +75,45 @@ pub fn line(ev: &Event) -> Option<String> {
                         m.prompt_tokens_mean,
                         m.accept_len.map(|a| format!("  accept {a:.2}")).unwrap_or_default()
                     ),
-                    None => "ok".into(),
-                },
-                Status::Failed => match &r.failure {
-                    Some(f) => format!("FAILED {} — {}", cell_label(r), f.message),
-                    None => "FAILED".into(),
-                },
-                Status::Skipped => "skipped".into(),
-            };
+                            None => "ok".into(),
+                        }
+                    }
+                    Status::Failed => match &r.failure {
+                        Some(f) => format!("FAILED {} — {}", cell_label(r), f.message),
+                        None => "FAILED".into(),
+                    },
+                    Status::Skipped => "skipped".into(),
+                };
             format!("{}   {}  {detail}", time(at), r.cell)
         }
-        Event::ServerExited { at, config, code, signal } => {
-            format!("{} {config}: server exited (code {code:?}, signal {signal:?})", time(at))
+        Event::ServerExited {
+            at,
+            config,
+            code,
+            signal,
+        } => {
+            format!(
+                "{} {config}: server exited (code {code:?}, signal {signal:?})",
+                time(at)
+            )
         }
-        Event::ServerStopped { at, config, how, after_s } => {
-            format!("{} {config}: server stopped ({how}, {after_s:.1} s)", time(at))
+        Event::ServerStopped {
+            at,
+            config,
+            how,
+            after_s,
+        } => {
+            format!(
+                "{} {config}: server stopped ({how}, {after_s:.1} s)",
+                time(at)
+            )
         }
-        Event::Action { at, action, target, source } => format!(
+        Event::Action {
+            at,
+            action,
+            target,
+            source,
+        } => format!(
             "{} {action}{} (from {source})",
             time(at),
             target.as_ref().map(|t| format!(" {t}")).unwrap_or_default()
@@ -73,10 +129,21 @@ pub fn line(ev: &Event) -> Option<String> {
                 Level::Error => "error: ",
             }
         ),
-        Event::SweepFinished { at, ok, failed, skipped } => {
-            format!("{} sweep finished: {ok} ok, {failed} failed, {skipped} skipped", time(at))
+        Event::SweepFinished {
+            at,
+            ok,
+            failed,
+            skipped,
+        } => {
+            format!(
+                "{} sweep finished: {ok} ok, {failed} failed, {skipped} skipped",
+                time(at)
+            )
         }
-        Event::SweepInterrupted { at, reason } => format!("{} sweep interrupted ({reason}); resume with --resume", time(at)),
+        Event::SweepInterrupted { at, reason } => format!(
+            "{} sweep interrupted ({reason}); resume with --resume",
+            time(at)
+        ),
         Event::CellStarted { .. } | Event::Log { .. } => return None,
     })
 }
@@ -93,7 +160,10 @@ pub async fn print(mut rx: broadcast::Receiver<Event>) {
                 }
             }
             Err(broadcast::error::RecvError::Lagged(n)) => {
-                let _ = writeln!(std::io::stdout().lock(), "({n} events not shown; the run directory has them)");
+                let _ = writeln!(
+                    std::io::stdout().lock(),
+                    "({n} events not shown; the run directory has them)"
+                );
             }
             Err(broadcast::error::RecvError::Closed) => break,
         }

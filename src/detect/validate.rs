@@ -11,7 +11,12 @@ pub struct ServerHealth {
 }
 
 /// Decide a cell's status. `Ok(())` means the metrics may be recorded as `ok`.
-pub fn validate(run: &CellRun, metrics: &Metrics, health: &ServerHealth, max_error_rate: f64) -> Result<(), Failure> {
+pub fn validate(
+    run: &CellRun,
+    metrics: &Metrics,
+    health: &ServerHealth,
+    max_error_rate: f64,
+) -> Result<(), Failure> {
     if let Some(f) = &health.died {
         return Err(f.clone());
     }
@@ -31,9 +36,14 @@ pub fn validate(run: &CellRun, metrics: &Metrics, health: &ServerHealth, max_err
         });
     }
     let total = metrics.requests.max(1);
-    if metrics.failed_requests > 0 && metrics.failed_requests as f64 / total as f64 > max_error_rate {
+    if metrics.failed_requests > 0 && metrics.failed_requests as f64 / total as f64 > max_error_rate
+    {
         // A context overflow explains a cell better than whatever followed it.
-        let failures: Vec<Failure> = run.records.iter().filter_map(|r| r.error.as_ref().map(request_failure)).collect();
+        let failures: Vec<Failure> = run
+            .records
+            .iter()
+            .filter_map(|r| r.error.as_ref().map(request_failure))
+            .collect();
         let mut chosen = failures
             .iter()
             .find(|f| f.kind == FailureKind::ContextOverflow)
@@ -46,14 +56,23 @@ pub fn validate(run: &CellRun, metrics: &Metrics, health: &ServerHealth, max_err
                 evidence: Vec::new(),
                 context: None,
             });
-        chosen.message = format!("{} of {} requests failed: {}", metrics.failed_requests, metrics.requests, chosen.message);
+        chosen.message = format!(
+            "{} of {} requests failed: {}",
+            metrics.failed_requests, metrics.requests, chosen.message
+        );
         return Err(chosen);
     }
-    if metrics.output_tokens == 0 || metrics.output_tok_s <= 0.0 || !metrics.output_tok_s.is_finite() {
+    if metrics.output_tokens == 0
+        || metrics.output_tok_s <= 0.0
+        || !metrics.output_tok_s.is_finite()
+    {
         return Err(Failure {
             kind: FailureKind::ZeroTokens,
             source: FailureSource::Client,
-            message: format!("{} requests completed but the server returned no tokens", metrics.requests),
+            message: format!(
+                "{} requests completed but the server returned no tokens",
+                metrics.requests
+            ),
             evidence: Vec::new(),
             context: None,
         });
@@ -76,9 +95,14 @@ pub fn request_failure(e: &RequestError) -> Failure {
             Ok(v) => classify_stream_error(&v),
             Err(_) => classify_http(200, body),
         },
-        RequestError::Connection { message } => client(FailureKind::ConnectionError, message.clone()),
+        RequestError::Connection { message } => {
+            client(FailureKind::ConnectionError, message.clone())
+        }
         RequestError::Timeout => client(FailureKind::RequestTimeout, "request timed out".into()),
-        RequestError::Truncated => client(FailureKind::ConnectionError, "the stream ended without [DONE]".into()),
+        RequestError::Truncated => client(
+            FailureKind::ConnectionError,
+            "the stream ended without [DONE]".into(),
+        ),
         RequestError::Malformed { message } => client(FailureKind::HttpError, message.clone()),
     }
 }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, mpsc};
 
-use crate::detect::{self, ContextNumbers, Failure, FailureKind, FailureSource, LogPatterns, ServerHealth};
+use crate::detect::{
+    self, ContextNumbers, Failure, FailureKind, FailureSource, LogPatterns, ServerHealth,
+};
 use crate::event::{self, Event, Level};
 use crate::load::{self, CellLoad, Target};
 use crate::plan::{Cell, Config, ContextLimit, Overflow, Plan, Port};
@@ -32,9 +34,13 @@ pub enum Command {
     /// Skip the running cell.
     SkipCell,
     /// Run a cell (or every cell of a config) again at the end of the sweep.
-    Retry { target: String },
+    Retry {
+        target: String,
+    },
     /// Leave a config out of the rest of the sweep.
-    Exclude { config: String },
+    Exclude {
+        config: String,
+    },
     Quit,
 }
 
@@ -151,8 +157,15 @@ struct Live {
 }
 
 impl Engine {
-    pub fn new(plan: Arc<Plan>, run: RunDir, bus: Bus, commands: mpsc::Receiver<Request>, opts: Options) -> Result<Engine, String> {
-        let patterns = LogPatterns::with_extra(&plan.patterns).map_err(|e| format!("plan pattern: {e}"))?;
+    pub fn new(
+        plan: Arc<Plan>,
+        run: RunDir,
+        bus: Bus,
+        commands: mpsc::Receiver<Request>,
+        opts: Options,
+    ) -> Result<Engine, String> {
+        let patterns =
+            LogPatterns::with_extra(&plan.patterns).map_err(|e| format!("plan pattern: {e}"))?;
         let results = store::read_results(&run.path).map_err(|e| e.to_string())?;
         let done = results.records.iter().map(|r| r.cell.clone()).collect();
         let mut counts = [0; 3];
@@ -208,7 +221,10 @@ impl Engine {
     fn record(&mut self, record: CellRecord) -> Result<(), EngineError> {
         debug_assert!(
             record.status != Status::Ok
-                || record.metrics.as_ref().is_some_and(|m| m.output_tokens > 0 && m.output_tok_s > 0.0)
+                || record
+                    .metrics
+                    .as_ref()
+                    .is_some_and(|m| m.output_tokens > 0 && m.output_tok_s > 0.0)
         );
         self.run.append_result(&record)?;
         self.done.insert(record.cell.clone());
@@ -229,17 +245,28 @@ impl Engine {
             run_dir: self.run.path.display().to_string(),
             configs: plan.configs.len(),
             cells: plan.cells.len(),
-            already_done: self.done.iter().filter(|c| plan.cells.iter().any(|p| &p.id == *c)).count(),
+            already_done: self
+                .done
+                .iter()
+                .filter(|c| plan.cells.iter().any(|p| &p.id == *c))
+                .count(),
         });
         if let Some((pgid, start)) = store::recorded_server(&self.run.path) {
             if let Some(how) = process::stop_leftover(pgid, start).await {
-                self.notice(Level::Warn, format!("stopped server process group {pgid} left by an earlier run ({how})"));
+                self.notice(
+                    Level::Warn,
+                    format!("stopped server process group {pgid} left by an earlier run ({how})"),
+                );
             }
             self.run.clear_server();
         }
         let total = plan.configs.len();
         for (i, config) in plan.configs.iter().enumerate() {
-            let pending: Vec<Cell> = plan.cells_of(&config.id).filter(|c| !self.done.contains(&c.id)).cloned().collect();
+            let pending: Vec<Cell> = plan
+                .cells_of(&config.id)
+                .filter(|c| !self.done.contains(&c.id))
+                .cloned()
+                .collect();
             if pending.is_empty() || self.excluded.contains(&config.id) {
                 continue;
             }
@@ -264,7 +291,11 @@ impl Engine {
             let Some(config) = cells.first().and_then(|c| plan.config(&c.config)) else {
                 continue;
             };
-            let i = plan.configs.iter().position(|c| c.id == config.id).unwrap_or(0);
+            let i = plan
+                .configs
+                .iter()
+                .position(|c| c.id == config.id)
+                .unwrap_or(0);
             if let Flow::Quit = self.run_config(config, i, total, cells).await? {
                 return self.interrupted("quit").await;
             }
@@ -319,7 +350,11 @@ impl Engine {
         if self.paused != paused {
             self.paused = paused;
             let at = event::now();
-            self.emit(if paused { Event::Paused { at } } else { Event::Resumed { at } });
+            self.emit(if paused {
+                Event::Paused { at }
+            } else {
+                Event::Resumed { at }
+            });
         }
     }
 
@@ -387,7 +422,13 @@ impl Engine {
         Ok(())
     }
 
-    async fn run_config(&mut self, config: &Config, index: usize, total: usize, cells: Vec<Cell>) -> Result<Flow, EngineError> {
+    async fn run_config(
+        &mut self,
+        config: &Config,
+        index: usize,
+        total: usize,
+        cells: Vec<Cell>,
+    ) -> Result<Flow, EngineError> {
         let mut remaining: VecDeque<Cell> = cells.into();
         let mut attempt = 0u32;
         // Stalls restart the server for the next cell; this bounds the loop.
@@ -397,10 +438,20 @@ impl Engine {
                 Ok(Some(live)) => live,
                 Ok(None) => return Ok(Flow::Quit),
                 Err(failure) => {
-                    let retry = failure.source != FailureSource::Preflight && attempt < config.retries;
+                    let retry =
+                        failure.source != FailureSource::Preflight && attempt < config.retries;
                     if retry {
                         attempt += 1;
-                        self.notice(Level::Warn, format!("{}: {} — relaunching (attempt {} of {})", config.id, failure.message, attempt + 1, config.retries + 1));
+                        self.notice(
+                            Level::Warn,
+                            format!(
+                                "{}: {} — relaunching (attempt {} of {})",
+                                config.id,
+                                failure.message,
+                                attempt + 1,
+                                config.retries + 1
+                            ),
+                        );
                         continue;
                     }
                     let cells: Vec<Cell> = remaining.drain(..).collect();
@@ -437,7 +488,10 @@ impl Engine {
                             let failure = Failure {
                                 kind: FailureKind::Stalled,
                                 source: FailureSource::Client,
-                                message: format!("not run: the server of {} stalled too often", config.id),
+                                message: format!(
+                                    "not run: the server of {} stalled too often",
+                                    config.id
+                                ),
                                 evidence: Vec::new(),
                                 context: None,
                             };
@@ -453,13 +507,25 @@ impl Engine {
                         if attempt < config.retries {
                             // Not recorded: the cell runs again on a fresh server.
                             attempt += 1;
-                            self.notice(Level::Warn, format!("{}: {} — relaunching (attempt {} of {})", config.id, failure.message, attempt + 1, config.retries + 1));
+                            self.notice(
+                                Level::Warn,
+                                format!(
+                                    "{}: {} — relaunching (attempt {} of {})",
+                                    config.id,
+                                    failure.message,
+                                    attempt + 1,
+                                    config.retries + 1
+                                ),
+                            );
                             remaining.push_front(cell);
                             break;
                         }
                         self.record(r)?;
                         let not_run = Failure {
-                            message: format!("not run: the server died in {} ({})", cell.id, failure.message),
+                            message: format!(
+                                "not run: the server died in {} ({})",
+                                cell.id, failure.message
+                            ),
                             ..failure
                         };
                         let cells: Vec<Cell> = remaining.drain(..).collect();
@@ -471,7 +537,13 @@ impl Engine {
             self.stop(config, &mut live.server).await;
             if let Port::Fixed(p) = config.port {
                 if !process::wait_port_free(&config.host, p, Duration::from_secs(60)).await {
-                    self.notice(Level::Warn, format!("{}: port {p} is still held after the server stopped", config.id));
+                    self.notice(
+                        Level::Warn,
+                        format!(
+                            "{}: port {p} is still held after the server stopped",
+                            config.id
+                        ),
+                    );
                 }
             }
         }
@@ -480,7 +552,9 @@ impl Engine {
 
     async fn stop(&mut self, config: &Config, server: &mut Server) {
         let t = Instant::now();
-        let how = server.stop(Duration::from_secs_f64(config.stop_grace_s)).await;
+        let how = server
+            .stop(Duration::from_secs_f64(config.stop_grace_s))
+            .await;
         self.run.clear_server();
         self.emit(Event::ServerStopped {
             at: event::now(),
@@ -491,7 +565,13 @@ impl Engine {
     }
 
     /// Preflight, spawn and wait for readiness. `Ok(None)` means quit.
-    async fn launch(&mut self, config: &Config, index: usize, total: usize, attempt: u32) -> Result<Option<Live>, Failure> {
+    async fn launch(
+        &mut self,
+        config: &Config,
+        index: usize,
+        total: usize,
+        attempt: u32,
+    ) -> Result<Option<Live>, Failure> {
         let preflight = |message: String| Failure {
             kind: FailureKind::StartupFailed,
             source: FailureSource::Preflight,
@@ -506,17 +586,24 @@ impl Engine {
                 } else {
                     ""
                 };
-                return Err(preflight(format!("required path {path} does not exist{hint}")));
+                return Err(preflight(format!(
+                    "required path {path} does not exist{hint}"
+                )));
             }
         }
         let port = match config.port {
             Port::Fixed(p) => {
                 if !process::wait_port_free(&config.host, p, Duration::from_secs(30)).await {
-                    return Err(preflight(format!("port {p} on {} is in use by another process", config.host)));
+                    return Err(preflight(format!(
+                        "port {p} on {} is in use by another process",
+                        config.host
+                    )));
                 }
                 p
             }
-            Port::Auto => process::pick_free_port(&config.host).map_err(|e| preflight(format!("cannot find a free port on {}: {e}", config.host)))?,
+            Port::Auto => process::pick_free_port(&config.host).map_err(|e| {
+                preflight(format!("cannot find a free port on {}: {e}", config.host))
+            })?,
         };
         let sweeptop = self.opts.sweeptop_exe.display().to_string();
         let run_dir = self.run.path.display().to_string();
@@ -531,7 +618,11 @@ impl Engine {
             .unwrap_or_else(|_| s.to_string())
         };
         let argv: Vec<String> = config.argv.iter().map(|a| fill(a)).collect();
-        let env: Vec<(String, String)> = config.env.iter().map(|(k, v)| (k.clone(), fill(v))).collect();
+        let env: Vec<(String, String)> = config
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), fill(v)))
+            .collect();
         self.emit(Event::ConfigStarting {
             at: event::now(),
             config: config.id.clone(),
@@ -542,9 +633,22 @@ impl Engine {
             attempt: attempt + 1,
         });
         let log_path = self.run.log_path(&config.id);
-        if let Some(f) = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).ok().as_mut() {
+        if let Some(f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .ok()
+            .as_mut()
+        {
             use std::io::Write;
-            let _ = writeln!(f, "# sweeptop {} launch {} of {}: {}", event::now(), attempt + 1, config.id, crate::plan::shell_quote(&argv));
+            let _ = writeln!(
+                f,
+                "# sweeptop {} launch {} of {}: {}",
+                event::now(),
+                attempt + 1,
+                config.id,
+                crate::plan::shell_quote(&argv)
+            );
         }
         let mut server = Server::spawn(Launch {
             argv: &argv,
@@ -558,7 +662,10 @@ impl Engine {
         })
         .map_err(|e| preflight(format!("cannot start `{}`: {e}", argv[0])))?;
         if let Err(e) = self.run.record_server(server.pgid) {
-            self.notice(Level::Warn, format!("cannot record the server's process group: {e}"));
+            self.notice(
+                Level::Warn,
+                format!("cannot record the server's process group: {e}"),
+            );
         }
         let base = format!("http://{}:{}", url_host(&config.host), port);
         let client = load::http_client(1);
@@ -574,7 +681,11 @@ impl Engine {
             }
         }
         let (model_listed, server_limit) = load::server_model(&client, &base).await;
-        let model = config.model.clone().or(model_listed).unwrap_or_else(|| "default".into());
+        let model = config
+            .model
+            .clone()
+            .or(model_listed)
+            .unwrap_or_else(|| "default".into());
         let context_limit = match self.plan.limits.context {
             ContextLimit::Tokens(n) => Some(n),
             ContextLimit::Server => server_limit,
@@ -592,7 +703,11 @@ impl Engine {
         });
         Ok(Some(Live {
             server,
-            target: Target { base, api: config.api, model },
+            target: Target {
+                base,
+                api: config.api,
+                model,
+            },
             context_limit,
             prompts: Default::default(),
         }))
@@ -600,7 +715,13 @@ impl Engine {
 
     /// Ready = the health check passes, the plan's log line (if any) appeared,
     /// and (if asked) one tiny generation succeeded. `Ok(false)` = quit.
-    async fn wait_ready(&mut self, config: &Config, server: &mut Server, client: &reqwest::Client, base: &str) -> Result<bool, Failure> {
+    async fn wait_ready(
+        &mut self,
+        config: &Config,
+        server: &mut Server,
+        client: &reqwest::Client,
+        base: &str,
+    ) -> Result<bool, Failure> {
         let deadline = Instant::now() + Duration::from_secs_f64(config.ready.timeout_s);
         let url = format!("{base}{}", config.ready.path);
         let mut exit = server.exit.clone();
@@ -609,7 +730,12 @@ impl Engine {
                 server.drain_logs(Duration::from_secs(2)).await;
                 return Err(self.startup_failure(server, info));
             }
-            let log_ok = config.ready.log_line.is_none() || server.log.lock().map(|l| l.ready_line_seen).unwrap_or(false);
+            let log_ok = config.ready.log_line.is_none()
+                || server
+                    .log
+                    .lock()
+                    .map(|l| l.ready_line_seen)
+                    .unwrap_or(false);
             if log_ok {
                 let healthy = client
                     .get(&url)
@@ -621,9 +747,21 @@ impl Engine {
                     if !config.ready.generate {
                         return Ok(true);
                     }
-                    let target = Target { base: base.to_string(), api: config.api, model: config.model.clone().unwrap_or_else(|| "default".into()) };
+                    let target = Target {
+                        base: base.to_string(),
+                        api: config.api,
+                        model: config.model.clone().unwrap_or_else(|| "default".into()),
+                    };
                     let progress = load::client::Progress::new();
-                    let rec = load::client::send(client, &target, "Hello", 1, Duration::from_secs(60), &progress).await;
+                    let rec = load::client::send(
+                        client,
+                        &target,
+                        "Hello",
+                        1,
+                        Duration::from_secs(60),
+                        &progress,
+                    )
+                    .await;
                     if rec.ok() {
                         return Ok(true);
                     }
@@ -634,7 +772,16 @@ impl Engine {
                 return Err(Failure {
                     kind: FailureKind::StartupTimeout,
                     source: FailureSource::ServerLog,
-                    message: format!("not ready after {:.0} s (health {url}{})", config.ready.timeout_s, config.ready.log_line.as_ref().map(|l| format!(", log line \"{l}\"")).unwrap_or_default()),
+                    message: format!(
+                        "not ready after {:.0} s (health {url}{})",
+                        config.ready.timeout_s,
+                        config
+                            .ready
+                            .log_line
+                            .as_ref()
+                            .map(|l| format!(", log line \"{l}\""))
+                            .unwrap_or_default()
+                    ),
                     evidence: tail,
                     context: None,
                 });
@@ -665,13 +812,21 @@ impl Engine {
             .unwrap_or((None, Vec::new()));
         match logged {
             Some(mut f) => {
-                f.message = format!("server exited during startup ({}): {}", info.describe(), f.message);
+                f.message = format!(
+                    "server exited during startup ({}): {}",
+                    info.describe(),
+                    f.message
+                );
                 f
             }
             None => {
                 let kind = detect::classify_exit(info.code, info.signal, None, &tail);
                 Failure {
-                    kind: if kind == FailureKind::ServerExited { FailureKind::StartupFailed } else { kind },
+                    kind: if kind == FailureKind::ServerExited {
+                        FailureKind::StartupFailed
+                    } else {
+                        kind
+                    },
                     source: FailureSource::Exit,
                     message: format!("server exited during startup ({})", info.describe()),
                     evidence: tail,
@@ -711,7 +866,11 @@ impl Engine {
 
     /// The prompts for a cell at its context target, or the failure that stops
     /// it before anything is sent.
-    async fn prompts_for(&mut self, cell: &Cell, live: &mut Live) -> Result<(Arc<Vec<String>>, u64), Failure> {
+    async fn prompts_for(
+        &mut self,
+        cell: &Cell,
+        live: &mut Live,
+    ) -> Result<(Arc<Vec<String>>, u64), Failure> {
         let plan = self.plan.clone();
         let w = plan.workload(&cell.workload).ok_or_else(|| Failure {
             kind: FailureKind::StartupFailed,
@@ -792,9 +951,13 @@ impl Engine {
                         self.notice(Level::Warn, format!("{}: no server tokenizer ({e}); prompt lengths are estimated (~4 characters per token)", cell.config));
                     }
                     tokenizer_ok = false;
-                    load::prompt::fit(src, target, |text| async move { Ok((text.len() / 4) as u64) })
-                        .await
-                        .unwrap_or_default()
+                    load::prompt::fit(
+                        src,
+                        target,
+                        |text| async move { Ok((text.len() / 4) as u64) },
+                    )
+                    .await
+                    .unwrap_or_default()
                 }
             };
             measured = measured.max(n);
@@ -907,18 +1070,30 @@ impl Engine {
         };
         // Requests cut off mid-stream usually mean the server is going down:
         // wait briefly for its exit or its last words before judging.
-        if run.records.iter().filter_map(|r| r.error.as_ref()).any(detect::looks_like_server_gone) {
+        if run
+            .records
+            .iter()
+            .filter_map(|r| r.error.as_ref())
+            .any(detect::looks_like_server_gone)
+        {
             let _ = tokio::time::timeout(Duration::from_secs(3), exit.changed()).await;
             if live.server.exited().is_some() {
                 live.server.drain_logs(Duration::from_secs(2)).await;
             }
         }
         let mut metrics = load::metrics::compute(&run.records, run.wall_ns);
-        let accept = live.server.log.lock().map(|mut l| std::mem::take(&mut l.accept)).unwrap_or_default();
+        let accept = live
+            .server
+            .log
+            .lock()
+            .map(|mut l| std::mem::take(&mut l.accept))
+            .unwrap_or_default();
         if !accept.is_empty() {
             metrics.accept_len = Some(accept.iter().sum::<f64>() / accept.len() as f64);
         }
-        let health = ServerHealth { died: self.death_failure(&live.server) };
+        let health = ServerHealth {
+            died: self.death_failure(&live.server),
+        };
         base.finished_at = event::now();
         match detect::validate(&run, &metrics, &health, limits.max_error_rate) {
             Ok(()) => {

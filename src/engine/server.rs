@@ -98,10 +98,16 @@ impl Server {
         let fatal_tx = Arc::new(fatal_tx);
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
-            readers.push(tokio::spawn(read_lines(out, reader_ctx(&l, &log, &file, &fatal_tx))));
+            readers.push(tokio::spawn(read_lines(
+                out,
+                reader_ctx(&l, &log, &file, &fatal_tx),
+            )));
         }
         if let Some(err) = child.stderr.take() {
-            readers.push(tokio::spawn(read_lines(err, reader_ctx(&l, &log, &file, &fatal_tx))));
+            readers.push(tokio::spawn(read_lines(
+                err,
+                reader_ctx(&l, &log, &file, &fatal_tx),
+            )));
         }
         let (exit_tx, exit_rx) = watch::channel(None);
         tokio::spawn(async move {
@@ -163,7 +169,11 @@ impl Server {
         let mut how = "exited".to_string();
         let steps = [
             (libc::SIGINT, "SIGINT", grace),
-            (libc::SIGTERM, "SIGTERM", (grace / 2).max(Duration::from_secs(2))),
+            (
+                libc::SIGTERM,
+                "SIGTERM",
+                (grace / 2).max(Duration::from_secs(2)),
+            ),
             (libc::SIGKILL, "SIGKILL", Duration::from_secs(10)),
         ];
         for (sig, name, wait) in steps {

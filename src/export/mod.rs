@@ -16,12 +16,39 @@ pub enum Format {
 
 /// Columns of the CSV, in order: the one table the CSV is written from.
 const COLUMNS: &[&str] = &[
-    "cell", "config", "phase", "workload", "context_tokens", "concurrency", "status",
-    "failure_kind", "failure_source", "failure_message", "requests", "failed_requests",
-    "short_requests", "output_tokens", "duration_s", "output_tok_s", "request_per_s",
-    "decode_tok_s_p50", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99",
-    "tpot_ms_p50", "e2e_ms_p50", "e2e_ms_p99", "prompt_tokens_mean", "tokens_estimated",
-    "accept_len", "gpu_mem_peak_mib", "gpu_util_mean", "started_at", "finished_at",
+    "cell",
+    "config",
+    "phase",
+    "workload",
+    "context_tokens",
+    "concurrency",
+    "status",
+    "failure_kind",
+    "failure_source",
+    "failure_message",
+    "requests",
+    "failed_requests",
+    "short_requests",
+    "output_tokens",
+    "duration_s",
+    "output_tok_s",
+    "request_per_s",
+    "decode_tok_s_p50",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "tpot_ms_p50",
+    "e2e_ms_p50",
+    "e2e_ms_p99",
+    "prompt_tokens_mean",
+    "tokens_estimated",
+    "accept_len",
+    "gpu_mem_peak_mib",
+    "gpu_util_mean",
+    "started_at",
+    "finished_at",
 ];
 
 fn field(r: &CellRecord, col: &str) -> String {
@@ -36,14 +63,22 @@ fn field(r: &CellRecord, col: &str) -> String {
         "context_tokens" => r.context_tokens.to_string(),
         "concurrency" => r.concurrency.to_string(),
         "status" => r.status.as_str().to_string(),
-        "failure_kind" => r.failure.as_ref().map(|x| x.kind.as_str().to_string()).unwrap_or_default(),
+        "failure_kind" => r
+            .failure
+            .as_ref()
+            .map(|x| x.kind.as_str().to_string())
+            .unwrap_or_default(),
         "failure_source" => r
             .failure
             .as_ref()
             .and_then(|x| serde_json::to_value(x.source).ok())
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
-        "failure_message" => r.failure.as_ref().map(|x| x.message.clone()).unwrap_or_default(),
+        "failure_message" => r
+            .failure
+            .as_ref()
+            .map(|x| x.message.clone())
+            .unwrap_or_default(),
         "started_at" => r.started_at.clone(),
         "finished_at" => r.finished_at.clone(),
         _ => {
@@ -68,7 +103,10 @@ fn field(r: &CellRecord, col: &str) -> String {
                 "prompt_tokens_mean" => f(m.prompt_tokens_mean),
                 "tokens_estimated" => m.tokens_estimated.to_string(),
                 "accept_len" => of(m.accept_len),
-                "gpu_mem_peak_mib" => m.gpu_mem_peak_mib.map(|v| v.to_string()).unwrap_or_default(),
+                "gpu_mem_peak_mib" => m
+                    .gpu_mem_peak_mib
+                    .map(|v| v.to_string())
+                    .unwrap_or_default(),
                 "gpu_util_mean" => of(m.gpu_util_mean),
                 _ => String::new(),
             }
@@ -146,7 +184,10 @@ pub fn markdown(plan: Option<&Plan>, records: &[CellRecord]) -> String {
             }
         }
         None => {
-            let cols: BTreeSet<(String, u64, u32)> = records.iter().map(|r| (r.workload.clone(), r.context_tokens, r.concurrency)).collect();
+            let cols: BTreeSet<(String, u64, u32)> = records
+                .iter()
+                .map(|r| (r.workload.clone(), r.context_tokens, r.concurrency))
+                .collect();
             columns = cols.into_iter().collect();
             for r in records {
                 let row = (r.phase.clone(), r.config.clone());
@@ -170,7 +211,12 @@ pub fn markdown(plan: Option<&Plan>, records: &[CellRecord]) -> String {
         for (w, ctx, conc) in &columns {
             let label = records
                 .iter()
-                .find(|r| &r.config == config && &r.workload == w && r.context_tokens == *ctx && r.concurrency == *conc)
+                .find(|r| {
+                    &r.config == config
+                        && &r.workload == w
+                        && r.context_tokens == *ctx
+                        && r.concurrency == *conc
+                })
                 .map(cell_label)
                 .unwrap_or_else(|| "·".into());
             let _ = write!(s, " {} |", label.replace('|', "\\|"));

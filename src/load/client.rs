@@ -42,14 +42,23 @@ pub fn http_client(concurrency: u32) -> reqwest::Client {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RequestError {
     /// Non-2xx status with the (truncated) body.
-    Http { status: u16, body: String },
+    Http {
+        status: u16,
+        body: String,
+    },
     /// An `error` object inside a 200 stream.
-    InStream { body: String },
-    Connection { message: String },
+    InStream {
+        body: String,
+    },
+    Connection {
+        message: String,
+    },
     Timeout,
     /// The stream ended without `[DONE]`.
     Truncated,
-    Malformed { message: String },
+    Malformed {
+        message: String,
+    },
 }
 
 /// Everything measured about one request. Times are nanoseconds since the cell
@@ -146,7 +155,11 @@ pub async fn send(
     progress.touch(rec.start_ns);
     progress.in_flight.fetch_add(1, Ordering::Relaxed);
     let deadline = tokio::time::Instant::now() + timeout;
-    let result = tokio::time::timeout_at(deadline, stream(client, target, prompt, max_tokens, progress, &mut rec)).await;
+    let result = tokio::time::timeout_at(
+        deadline,
+        stream(client, target, prompt, max_tokens, progress, &mut rec),
+    )
+    .await;
     if result.is_err() {
         rec.error = Some(RequestError::Timeout);
     }
@@ -174,7 +187,9 @@ async fn stream(
     let mut resp = match resp {
         Ok(r) => r,
         Err(e) => {
-            rec.error = Some(RequestError::Connection { message: error_chain(&e) });
+            rec.error = Some(RequestError::Connection {
+                message: error_chain(&e),
+            });
             return;
         }
     };
@@ -203,7 +218,9 @@ async fn stream(
             if body.contains("\"error\"") {
                 RequestError::InStream { body }
             } else {
-                RequestError::Malformed { message: format!("expected an event stream, got: {}", truncate(&body, 300)) }
+                RequestError::Malformed {
+                    message: format!("expected an event stream, got: {}", truncate(&body, 300)),
+                }
             }
         } else {
             RequestError::Http { status, body }
@@ -218,7 +235,9 @@ async fn stream(
             Ok(Some(c)) => c,
             Ok(None) => break,
             Err(e) => {
-                rec.error = Some(RequestError::Connection { message: error_chain(&e) });
+                rec.error = Some(RequestError::Connection {
+                    message: error_chain(&e),
+                });
                 return;
             }
         };
@@ -231,7 +250,9 @@ async fn stream(
             }
         });
         if r.is_err() {
-            rec.error = Some(RequestError::Malformed { message: "an SSE event over 8 MiB".into() });
+            rec.error = Some(RequestError::Malformed {
+                message: "an SSE event over 8 MiB".into(),
+            });
             return;
         }
         if let Some(e) = err {
@@ -308,13 +329,18 @@ fn handle_event(
         Ok(c) => c,
         Err(e) => {
             *err = Some(RequestError::Malformed {
-                message: format!("bad SSE data ({e}): {}", truncate(&String::from_utf8_lossy(data), 200)),
+                message: format!(
+                    "bad SSE data ({e}): {}",
+                    truncate(&String::from_utf8_lossy(data), 200)
+                ),
             });
             return;
         }
     };
     if chunk.error.is_some() {
-        *err = Some(RequestError::InStream { body: String::from_utf8_lossy(data).into_owned() });
+        *err = Some(RequestError::InStream {
+            body: String::from_utf8_lossy(data).into_owned(),
+        });
         return;
     }
     let mut text_len = 0usize;
@@ -332,7 +358,8 @@ fn handle_event(
     }
     // A role-only or empty chunk is not a token.
     if text_len > 0 {
-        rec.chunks.push((now, text_len.min(u32::MAX as usize) as u32));
+        rec.chunks
+            .push((now, text_len.min(u32::MAX as usize) as u32));
         progress.chunks.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(u) = chunk.usage {

@@ -143,7 +143,13 @@ pub fn compute(records: &[RequestRecord], wall_ns: u64) -> Metrics {
         sort(v);
     }
     let duration_s = wall_ns as f64 / 1e9;
-    let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
+    let per_s = |x: f64| {
+        if duration_s > 0.0 {
+            x / duration_s
+        } else {
+            0.0
+        }
+    };
     Metrics {
         requests: records.len() as u64,
         failed_requests: (records.len() - ok.len()) as u64,

@@ -39,9 +39,22 @@ pub struct CellRun {
 /// Run a cell: warm-up requests (not measured), then `requests` requests with
 /// `concurrency` in flight (closed loop). Dropping the future cancels every
 /// request.
-pub async fn run_cell(client: &reqwest::Client, target: &Target, load: &CellLoad, seq: &AtomicU64) -> CellRun {
+pub async fn run_cell(
+    client: &reqwest::Client,
+    target: &Target,
+    load: &CellLoad,
+    seq: &AtomicU64,
+) -> CellRun {
     if load.warmup > 0 {
-        let warm = closed_loop(client, target, load, load.warmup, load.concurrency.min(load.warmup), seq).await;
+        let warm = closed_loop(
+            client,
+            target,
+            load,
+            load.warmup,
+            load.concurrency.min(load.warmup),
+            seq,
+        )
+        .await;
         if warm.stalled_for.is_some() {
             return warm;
         }
@@ -79,7 +92,9 @@ async fn closed_loop(
                 }
                 let body = &prompts[(i as usize) % prompts.len().max(1)];
                 let text = format!("{}{}", prompt::nonce(first_seq + i), body);
-                out.push(client::send(&client, &target, &text, max_tokens, timeout, &progress).await);
+                out.push(
+                    client::send(&client, &target, &text, max_tokens, timeout, &progress).await,
+                );
             }
             out
         });
@@ -113,10 +128,16 @@ async fn closed_loop(
 }
 
 /// Measure a text with the server's tokenizer (`POST /tokenize`), if it has one.
-pub async fn tokenize(client: &reqwest::Client, target: &Target, text: &str) -> Result<u64, String> {
+pub async fn tokenize(
+    client: &reqwest::Client,
+    target: &Target,
+    text: &str,
+) -> Result<u64, String> {
     let body = match target.api {
         crate::plan::Api::Completions => serde_json::json!({"model": target.model, "prompt": text}),
-        crate::plan::Api::Chat => serde_json::json!({"model": target.model, "messages": [{"role": "user", "content": text}]}),
+        crate::plan::Api::Chat => {
+            serde_json::json!({"model": target.model, "messages": [{"role": "user", "content": text}]})
+        }
     };
     let resp = client
         .post(format!("{}/tokenize", target.base))
@@ -130,10 +151,15 @@ pub async fn tokenize(client: &reqwest::Client, target: &Target, text: &str) -> 
         return Err(format!("tokenize: HTTP {}", resp.status().as_u16()));
     }
     let bytes = resp.bytes().await.map_err(|e| format!("tokenize: {e}"))?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("tokenize: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("tokenize: {e}"))?;
     v.get("count")
         .and_then(|c| c.as_u64())
-        .or_else(|| v.get("tokens").and_then(|t| t.as_array()).map(|a| a.len() as u64))
+        .or_else(|| {
+            v.get("tokens")
+                .and_then(|t| t.as_array())
+                .map(|a| a.len() as u64)
+        })
         .ok_or_else(|| "tokenize: no `count` or `tokens` in the answer".to_string())
 }
 
@@ -143,7 +169,12 @@ pub async fn server_model(client: &reqwest::Client, base: &str) -> (Option<Strin
         let url = format!("{base}{path}");
         let client = client.clone();
         async move {
-            let resp = client.get(url).timeout(Duration::from_secs(10)).send().await.ok()?;
+            let resp = client
+                .get(url)
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .ok()?;
             if !resp.status().is_success() {
                 return None;
             }
@@ -153,7 +184,11 @@ pub async fn server_model(client: &reqwest::Client, base: &str) -> (Option<Strin
     let mut model = None;
     let mut limit = None;
     if let Some(v) = get("/v1/models").await {
-        if let Some(m) = v.get("data").and_then(|d| d.as_array()).and_then(|a| a.first()) {
+        if let Some(m) = v
+            .get("data")
+            .and_then(|d| d.as_array())
+            .and_then(|a| a.first())
+        {
             model = m.get("id").and_then(|i| i.as_str()).map(str::to_string);
             limit = m.get("max_model_len").and_then(|x| x.as_u64());
         }

@@ -16,7 +16,8 @@ pub fn builtin(name: &str) -> Option<&'static str> {
 }
 
 /// Natural text used to pad prompts to their target length.
-const FILLER: &str = "The committee met on a grey Tuesday morning to review the quarterly figures. \
+const FILLER: &str =
+    "The committee met on a grey Tuesday morning to review the quarterly figures. \
 Revenue had grown in every region except the north, where a long winter delayed construction. \
 Several members asked whether the new warehouse would open on schedule, and the operations lead \
 explained that the remaining work was mostly electrical and could proceed indoors. The discussion \
@@ -50,8 +51,8 @@ pub fn load_source(spec: &str) -> Result<Vec<String>, String> {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v: serde_json::Value = serde_json::from_str(line)
-                    .map_err(|e| format!("{path}:{}: {e}", i + 1))?;
+                let v: serde_json::Value =
+                    serde_json::from_str(line).map_err(|e| format!("{path}:{}: {e}", i + 1))?;
                 let p = v
                     .get("prompt")
                     .and_then(|p| p.as_str())
@@ -67,7 +68,10 @@ pub fn load_source(spec: &str) -> Result<Vec<String>, String> {
                     })
                     .or_else(|| v.as_str().map(str::to_string))
                     .ok_or_else(|| {
-                        format!("{path}:{}: expected {{\"prompt\": ...}} or {{\"messages\": [...]}}", i + 1)
+                        format!(
+                            "{path}:{}: expected {{\"prompt\": ...}} or {{\"messages\": [...]}}",
+                            i + 1
+                        )
                     })?;
                 out.push(p);
             }
@@ -110,7 +114,11 @@ pub fn nonce(i: u64) -> String {
 
 /// Find the filler length whose token count is the largest not above `target`,
 /// using `measure` (the server's tokenizer). Returns the text and its count.
-pub async fn fit<F, Fut>(instruction: &str, target: u64, mut measure: F) -> Result<(String, u64), String>
+pub async fn fit<F, Fut>(
+    instruction: &str,
+    target: u64,
+    mut measure: F,
+) -> Result<(String, u64), String>
 where
     F: FnMut(String) -> Fut,
     Fut: std::future::Future<Output = Result<u64, String>>,
@@ -143,7 +151,11 @@ where
         lo_t = t;
         if next == n {
             // Rounding stalled: step by one word towards the target.
-            n = if t < target { n + 1 } else { n.saturating_sub(1) };
+            n = if t < target {
+                n + 1
+            } else {
+                n.saturating_sub(1)
+            };
         } else {
             n = next;
         }
@@ -164,10 +176,7 @@ mod tests {
             .await
             .unwrap();
             assert_eq!(count, target);
-            assert_eq!(
-                (nonce(0) + &text).split_whitespace().count() as u64,
-                target
-            );
+            assert_eq!((nonce(0) + &text).split_whitespace().count() as u64, target);
         }
     }
 
@@ -175,7 +184,9 @@ mod tests {
     async fn fits_below_with_a_coarser_tokenizer() {
         // ~1.5 tokens per word, never exactly divisible: lands at most one word under.
         let (_, count) = fit("q", 5001, |t: String| async move {
-            Ok(t.split_whitespace().map(|w| 1 + (w.len() as u64 > 5) as u64).sum())
+            Ok(t.split_whitespace()
+                .map(|w| 1 + (w.len() as u64 > 5) as u64)
+                .sum())
         })
         .await
         .unwrap();
@@ -187,7 +198,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sweeptop-prompt-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("p.jsonl");
-        std::fs::write(&p, "{\"prompt\": \"a b\"}\n\n{\"messages\": [{\"role\":\"user\",\"content\":\"c\"}]}\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"prompt\": \"a b\"}\n\n{\"messages\": [{\"role\":\"user\",\"content\":\"c\"}]}\n",
+        )
+        .unwrap();
         let got = load_source(&format!("jsonl:{}", p.display())).unwrap();
         assert_eq!(got, vec!["a b", "c"]);
         std::fs::write(&p, "{\"prompt\": \"a b\"}\nnot json\n").unwrap();

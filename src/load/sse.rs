@@ -94,7 +94,10 @@ mod tests {
         let mut p = SseParser::new();
         let mut out = Vec::new();
         for c in chunks {
-            p.push(c, &mut |d| out.push(String::from_utf8_lossy(d).into_owned())).unwrap();
+            p.push(c, &mut |d| {
+                out.push(String::from_utf8_lossy(d).into_owned())
+            })
+            .unwrap();
         }
         p.finish(&mut |d| out.push(String::from_utf8_lossy(d).into_owned()));
         out
@@ -106,7 +109,11 @@ mod tests {
         let want = vec!["{\"a\":1}", "{\"b\":2}", "l1\nl2", "[DONE]"];
         assert_eq!(collect(&[stream]), want);
         for cut in 0..stream.len() {
-            assert_eq!(collect(&[&stream[..cut], &stream[cut..]]), want, "cut at {cut}");
+            assert_eq!(
+                collect(&[&stream[..cut], &stream[cut..]]),
+                want,
+                "cut at {cut}"
+            );
         }
         let bytes: Vec<&[u8]> = stream.chunks(1).collect();
         assert_eq!(collect(&bytes), want);
@@ -126,7 +133,9 @@ mod tests {
             seed ^= seed >> 7;
             seed ^= seed << 17;
             let len = (seed % 64) as usize;
-            let bytes: Vec<u8> = (0..len).map(|i| (seed >> (i % 8 * 8)) as u8 % 16 + b'\n' - 3).collect();
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| (seed >> (i % 8 * 8)) as u8 % 16 + b'\n' - 3)
+                .collect();
             let _ = p.push(&bytes, &mut |_| {});
         }
         p.finish(&mut |_| {});

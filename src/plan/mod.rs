@@ -29,7 +29,11 @@ pub struct PlanError {
 
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )
     }
 }
 
@@ -270,7 +274,10 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
     for phase in raw.phases.get_ref() {
         let pid = phase.id.get_ref().clone();
         if !valid_id(&pid) {
-            return Err(ctx.err(phase.id.span(), "phase id must use letters, digits, '-', '_' or '.'"));
+            return Err(ctx.err(
+                phase.id.span(),
+                "phase id must use letters, digits, '-', '_' or '.'",
+            ));
         }
         if !phase_ids.insert(pid.clone()) {
             return Err(ctx.err(phase.id.span(), format!("duplicate phase id `{pid}`")));
@@ -287,9 +294,12 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
             Some(ids) => {
                 let mut v = Vec::new();
                 for id in ids {
-                    let w = workloads.iter().find(|w| &w.id == id.get_ref()).ok_or_else(|| {
-                        ctx.err(id.span(), format!("unknown workload `{}`", id.get_ref()))
-                    })?;
+                    let w = workloads
+                        .iter()
+                        .find(|w| &w.id == id.get_ref())
+                        .ok_or_else(|| {
+                            ctx.err(id.span(), format!("unknown workload `{}`", id.get_ref()))
+                        })?;
                     v.push(w);
                 }
                 v
@@ -377,7 +387,10 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
         if v.is_finite() && v > 0.0 {
             Ok(v)
         } else {
-            Err(ctx.err(0..0, format!("limits.{name} must be a positive number of seconds")))
+            Err(ctx.err(
+                0..0,
+                format!("limits.{name} must be a positive number of seconds"),
+            ))
         }
     };
     let max_error_rate = l.max_error_rate.unwrap_or(0.0);
@@ -403,7 +416,10 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
     for w in raw.workloads.get_ref() {
         let id = w.id.get_ref().clone();
         if !valid_id(&id) {
-            return Err(ctx.err(w.id.span(), "workload id must use letters, digits, '-', '_' or '.'"));
+            return Err(ctx.err(
+                w.id.span(),
+                "workload id must use letters, digits, '-', '_' or '.'",
+            ));
         }
         if !seen.insert(id.clone()) {
             return Err(ctx.err(w.id.span(), format!("duplicate workload id `{id}`")));
@@ -467,17 +483,26 @@ type Combo = IndexMap<String, String>;
 /// with the span that produced it.
 fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize>)>, PlanError> {
     let mut out: Vec<(Combo, Range<usize>)> = Vec::new();
-    let add = |axes: &Axes, span: Range<usize>, out: &mut Vec<(Combo, Range<usize>)>| -> Result<(), PlanError> {
+    let add = |axes: &Axes,
+               span: Range<usize>,
+               out: &mut Vec<(Combo, Range<usize>)>|
+     -> Result<(), PlanError> {
         for (axis, values) in axes {
             if values.get_ref().0.is_empty() {
                 return Err(ctx.err(values.span(), format!("axis `{axis}` is empty")));
             }
             if !valid_axis(axis) {
-                return Err(ctx.err(values.span(), format!("axis name `{axis}` must use letters, digits or '_'")));
+                return Err(ctx.err(
+                    values.span(),
+                    format!("axis name `{axis}` must use letters, digits or '_'"),
+                ));
             }
             let v = &values.get_ref().0;
             if v.iter().collect::<HashSet<_>>().len() != v.len() {
-                return Err(ctx.err(values.span(), format!("axis `{axis}` has a duplicate value")));
+                return Err(ctx.err(
+                    values.span(),
+                    format!("axis `{axis}` has a duplicate value"),
+                ));
             }
         }
         let mut acc: Vec<Combo> = vec![IndexMap::new()];
@@ -518,7 +543,10 @@ fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize
     for ex in &phase.exclude {
         for (axis, values) in ex.get_ref() {
             if !known.contains(axis.as_str()) {
-                return Err(ctx.err(values.span(), format!("exclude names `{axis}`, which is not an axis of this phase")));
+                return Err(ctx.err(
+                    values.span(),
+                    format!("exclude names `{axis}`, which is not an axis of this phase"),
+                ));
             }
         }
         out.retain(|(c, _)| !matches(ex.get_ref(), c));
@@ -649,7 +677,10 @@ fn build_config(
         // A word that was only a placeholder and came out empty is dropped, so an
         // optional `{extra_args}` can be empty. A filled value with spaces is
         // split into words as well, so `{spec_args}` can carry several flags.
-        if w.trim().starts_with('{') && w.trim().ends_with('}') && template::placeholders(w).len() == 1 {
+        if w.trim().starts_with('{')
+            && w.trim().ends_with('}')
+            && template::placeholders(w).len() == 1
+        {
             let parts = template::split_words(&filled).map_err(|e| ctx.err(cmd_span.clone(), e))?;
             argv.extend(parts);
         } else {
@@ -657,7 +688,10 @@ fn build_config(
         }
     }
     if argv.is_empty() {
-        return Err(ctx.err(cmd_span, format!("server.command is empty for config `{id}`")));
+        return Err(ctx.err(
+            cmd_span,
+            format!("server.command is empty for config `{id}`"),
+        ));
     }
     let mut env = IndexMap::new();
     for (k, v) in &raw.server.env {
@@ -741,8 +775,7 @@ pub fn shell_quote(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
             if !a.is_empty()
-                && a
-                    .chars()
+                && a.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+{}".contains(c))
             {
                 a.clone()

@@ -183,8 +183,7 @@ pub fn recorded_server(dir: &Path) -> Option<(u32, u64)> {
 pub fn read_meta(dir: &Path) -> Result<RunMeta, StoreError> {
     let p = dir.join(META);
     let text = fs::read_to_string(&p).map_err(io_err(&p))?;
-    serde_json::from_str(&text)
-        .map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display())))
+    serde_json::from_str(&text).map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display())))
 }
 
 fn write_meta(dir: &Path, meta: &RunMeta) -> Result<(), StoreError> {
@@ -279,7 +278,11 @@ pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
                     "{}:{}: {} ({e})",
                     p.display(),
                     i + 1,
-                    if last { "torn last line, the cell will run again" } else { "unreadable result line skipped" }
+                    if last {
+                        "torn last line, the cell will run again"
+                    } else {
+                        "unreadable result line skipped"
+                    }
                 ));
             }
         }
@@ -321,7 +324,10 @@ mod tests {
         run.append_result(&record("b", Status::Skipped)).unwrap();
         drop(run);
         // A crash mid-write leaves half a line.
-        let mut f = OpenOptions::new().append(true).open(dir.join(RESULTS)).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.join(RESULTS))
+            .unwrap();
         f.write_all(b"{\"cell\":\"c\",\"sta").unwrap();
         drop(f);
         let r = read_results(&dir).unwrap();

@@ -1,0 +1,194 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Plan, PlanError> {
+    Plan::parse(Path::new("t.toml"), text)
+}
+
+const BASE: &str = r#"
+name = "t"
+config_id = "tp{tp}-{method}-b{budget}"
+[vars]
+model = "/dev/shm/m"
+spec = ""
+[server]
+command = "python -m sglang.launch_server --model-path {model} --tp {tp} --port {port} {spec}"
+port = 30000
+env = { CUDA_VISIBLE_DEVICES = "{gpus}" }
+requires = ["{model}"]
+[[workloads]]
+id = "code"
+contexts = [1024, 8192]
+concurrency = [1, 4]
+[[phases]]
+id = "p1"
+vars = { gpus = "0" }
+  [[phases.include]]
+  tp = 1
+  method = ["baseline", "dflash"]
+  [[phases.include]]
+  tp = 1
+  method = "ddtree"
+  budget = [4, 8, 12]
+  [[phases.set]]
+  when = { method = "ddtree" }
+  vars = { spec = "--speculative-algorithm DDTREE --budget {budget}" }
+"#;
+
+#[test]
+fn expands_configs_cells_and_ids() {
+    let plan = parse(BASE).unwrap();
+    let ids: Vec<&str> = plan.configs.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "tp1-baseline",
+            "tp1-dflash",
+            "tp1-ddtree-b4",
+            "tp1-ddtree-b8",
+            "tp1-ddtree-b12"
+        ]
+    );
+    assert_eq!(plan.cells.len(), 5 * 4);
+    assert_eq!(plan.cells[0].id, "tp1-baseline/code-ctx1024-c1");
+    let b8 = plan.config("tp1-ddtree-b8").unwrap();
+    assert_eq!(
+        b8.argv,
+        [
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "/dev/shm/m",
+            "--tp",
+            "1",
+            "--port",
+            "{port}",
+            "--speculative-algorithm",
+            "DDTREE",
+            "--budget",
+            "8"
+        ]
+    );
+    // An empty optional placeholder vanishes instead of passing "".
+    assert_eq!(plan.config("tp1-baseline").unwrap().argv.len(), 9);
+    assert_eq!(b8.requires, ["/dev/shm/m"]);
+    assert_eq!(b8.gpus, Some(vec![0]));
+    assert!(plan.config("tp1-baseline").unwrap().baseline);
+    assert!(!b8.baseline);
+}
+
+#[test]
+fn ids_are_stable_when_the_plan_is_reordered() {
+    let a = parse(BASE).unwrap();
+    let reordered = BASE.replace(
+        "method = [\"baseline\", \"dflash\"]",
+        "method = [\"dflash\", \"baseline\"]",
+    );
+    let b = parse(&reordered).unwrap();
+    let mut ia: Vec<_> = a.cells.iter().map(|c| c.id.clone()).collect();
+    let mut ib: Vec<_> = b.cells.iter().map(|c| c.id.clone()).collect();
+    assert_ne!(ia, ib);
+    ia.sort();
+    ib.sort();
+    assert_eq!(ia, ib);
+}
+
+#[test]
+fn exclude_drops_configs() {
+    let text = format!("{BASE}\n  [[phases.exclude]]\n  method = \"ddtree\"\n  budget = [8, 12]\n");
+    let plan = parse(&text).unwrap();
+    let ids: Vec<&str> = plan.configs.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["tp1-baseline", "tp1-dflash", "tp1-ddtree-b4"]);
+}
+
+fn err(text: &str) -> PlanError {
+    parse(text).unwrap_err()
+}
+
+#[test]
+fn misspelled_key_names_line_and_column() {
+    let text = BASE.replace("concurrency = [1, 4]", "concurrancy = [1, 4]");
+    let e = err(&text);
+    assert_eq!((e.line, e.col), (15, 1), "{e}");
+    assert!(e.message.contains("concurrancy"), "{e}");
+    assert!(e.to_string().starts_with("t.toml:15:1: "), "{e}");
+}
+
+#[test]
+fn unresolved_placeholder_is_located() {
+    let text = BASE.replace("--tp {tp}", "--tp {tp} --dtype {dtype}");
+    let e = err(&text);
+    assert_eq!(e.line, 8, "{e}");
+    assert!(
+        e.message.contains("`{dtype}`") && e.message.contains("tp1-baseline"),
+        "{e}"
+    );
+}
+
+#[test]
+fn empty_axis_is_located() {
+    let text = BASE.replace("budget = [4, 8, 12]", "budget = []");
+    let e = err(&text);
+    assert_eq!((e.line, e.col), (25, 12), "{e}");
+    assert!(e.message.contains("axis `budget` is empty"), "{e}");
+}
+
+#[test]
+fn duplicate_config_ids_are_errors() {
+    let text = BASE.replace(
+        "config_id = \"tp{tp}-{method}-b{budget}\"",
+        "config_id = \"tp{tp}-{method}\"",
+    );
+    let e = err(&text);
+    assert!(
+        e.message.contains("duplicate config id `tp1-ddtree`"),
+        "{e}"
+    );
+    assert_eq!(e.line, 22, "{e}");
+}
+
+#[test]
+fn other_errors() {
+    assert!(
+        err(&BASE.replace("contexts = [1024, 8192]", "contexts = []"))
+            .message
+            .contains("`contexts` is empty")
+    );
+    assert!(err(&BASE.replace("port = 30000", "port = 0"))
+        .message
+        .contains("port"));
+    assert!(
+        err(&BASE.replace("id = \"code\"", "id = \"code\"\nprompt = \"builtin:nope\""))
+            .message
+            .contains("builtin:NAME")
+    );
+    let e = err(&format!("{BASE}\n  [[phases.exclude]]\n  methd = \"x\"\n"));
+    assert!(e.message.contains("methd"), "{e}");
+    let e = err(&BASE.replace("command = \"python", "command = \"'python"));
+    assert!(e.message.contains("unterminated"), "{e}");
+    let e = err("name = \"x\"\n[server]\ncommand = \"a\"\nport = 1\n[[workloads]]\nid = \"w\"\ncontexts = [1]\nconcurrency = [1]\n[[phases]]\nid = \"a\"\n[[phases]]\nid = \"a\"\n");
+    assert!(e.message.contains("duplicate phase id"), "{e}");
+    assert_eq!(e.line, 12);
+}
+
+#[test]
+fn the_bundled_plans_are_valid() {
+    let demo = Plan::parse(
+        Path::new("sample_runs/demo.toml"),
+        include_str!("../../sample_runs/demo.toml"),
+    )
+    .unwrap();
+    assert_eq!(demo.configs.len(), 8);
+    assert!(demo
+        .config("tp1-ddtree-b8")
+        .unwrap()
+        .argv
+        .iter()
+        .any(|a| a.contains("cuda_illegal_instruction")));
+    assert!(!demo
+        .config("tp1-ddtree-b4")
+        .unwrap()
+        .argv
+        .iter()
+        .any(|a| a.contains("fault")));
+}
