@@ -25,6 +25,41 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     pub headless: bool,
     pub demo: bool,
+    pub gpu: GpuArgs,
+}
+
+/// GPU telemetry flags shared by `run`, `demo` and `gpus`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct GpuArgs {
+    /// No GPU telemetry at all.
+    #[arg(long)]
+    pub no_gpu: bool,
+    /// Load NVML from this file instead of the system's libnvidia-ml.so.1.
+    #[arg(long, value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+    /// GPU sampling interval in milliseconds (at least 250).
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub gpu_interval_ms: u64,
+    /// Simulated GPUs instead of NVML (the demo's default: 8).
+    #[arg(long, value_name = "N")]
+    pub sim_gpus: Option<u32>,
+}
+
+impl GpuArgs {
+    pub fn source(&self, demo: bool) -> crate::gpu::GpuSource {
+        use crate::gpu::{GpuSource, SimGpus};
+        if self.no_gpu {
+            GpuSource::Disabled
+        } else if let Some(n) = self.sim_gpus {
+            GpuSource::Simulated(SimGpus::new(n))
+        } else if demo && self.nvml_lib.is_none() {
+            GpuSource::Simulated(SimGpus::new(8))
+        } else {
+            GpuSource::Nvml {
+                lib_path: self.nvml_lib.clone(),
+            }
+        }
+    }
 }
 
 /// `sweeptop run` and `sweeptop demo`. Returns the process exit code.
@@ -70,7 +105,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
             run_dir,
             bus.clone(),
             rx,
-            Options { sweeptop_exe: exe },
+            Options {
+                sweeptop_exe: exe,
+                gpu: args.gpu.source(args.demo),
+                gpu_interval: std::time::Duration::from_millis(args.gpu.gpu_interval_ms),
+            },
         )
         .map_err(|e| eyre!(e))?;
         let outcome = engine.run().await;
@@ -178,6 +217,44 @@ pub fn classify(input: Option<&Path>, json: bool) -> Result<i32> {
         writeln!(out, "{}", serde_json::to_string_pretty(&c)?)?;
     } else {
         writeln!(out, "{}", c.kind.map(|k| k.as_str()).unwrap_or("none"))?;
+    }
+    Ok(0)
+}
+
+/// `sweeptop gpus [--json] [--watch]`: what NVML reports, for checking a machine.
+pub fn gpus(args: &GpuArgs, json: bool, watch: bool) -> Result<i32> {
+    let source = args.source(false);
+    let no_ours = |_pid: u32| false;
+    let interval = std::time::Duration::from_millis(args.gpu_interval_ms.max(250));
+    let show = |snap: &crate::gpu::GpuSnapshot| -> Result<()> {
+        let mut out = std::io::stdout().lock();
+        if json {
+            writeln!(out, "{}", serde_json::to_string(snap)?)?;
+        } else {
+            write!(out, "{}", crate::gpu::render_table(snap))?;
+            if watch {
+                writeln!(out)?;
+            }
+        }
+        out.flush()?;
+        Ok(())
+    };
+    if !watch {
+        show(&crate::gpu::sample_once(&source, &no_ours))?;
+        return Ok(0);
+    }
+    // Repeating: the sampler thread keeps one NVML handle open.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _sampler = crate::gpu::spawn_sampler(
+        source,
+        interval,
+        Arc::new(no_ours),
+        Box::new(move |snap| tx.send(snap).is_ok()),
+    );
+    while let Ok(snap) = rx.recv() {
+        if show(&snap).is_err() {
+            break;
+        }
     }
     Ok(0)
 }

@@ -74,6 +74,10 @@ pub enum Event {
         level: Level,
         message: String,
     },
+    /// A GPU telemetry sample (kept in `gpu.jsonl`, not `events.jsonl`).
+    Gpu {
+        snapshot: crate::gpu::GpuSnapshot,
+    },
     Log {
         config: String,
         line: String,
@@ -111,7 +115,7 @@ pub enum LogMark {
 impl Event {
     /// Whether the event belongs in `events.jsonl`.
     pub fn persisted(&self) -> bool {
-        !matches!(self, Event::Log { .. })
+        !matches!(self, Event::Log { .. } | Event::Gpu { .. })
     }
 }
 

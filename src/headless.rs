@@ -144,7 +144,7 @@ pub fn line(ev: &Event) -> Option<String> {
             "{} sweep interrupted ({reason}); resume with --resume",
             time(at)
         ),
-        Event::CellStarted { .. } | Event::Log { .. } => return None,
+        Event::CellStarted { .. } | Event::Log { .. } | Event::Gpu { .. } => return None,
     })
 }
 

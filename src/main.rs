@@ -27,6 +27,8 @@ enum Cmd {
         /// Print line progress instead of the dashboard.
         #[arg(long)]
         headless: bool,
+        #[command(flatten)]
+        gpu: commands::GpuArgs,
     },
     /// Run the bundled demo sweep against the simulated server (no GPU needed).
     Demo {
@@ -34,6 +36,18 @@ enum Cmd {
         headless: bool,
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        gpu: commands::GpuArgs,
+    },
+    /// Show what NVML reports about this machine's GPUs.
+    Gpus {
+        #[arg(long)]
+        json: bool,
+        /// Repeat every --gpu-interval-ms until interrupted.
+        #[arg(long)]
+        watch: bool,
+        #[command(flatten)]
+        gpu: commands::GpuArgs,
     },
     /// Validate a plan and print its expanded matrix.
     Check {
@@ -69,20 +83,24 @@ fn main() -> color_eyre::Result<()> {
             resume,
             out,
             headless,
+            gpu,
         } => commands::run(commands::RunArgs {
             plan,
             resume,
             out,
             headless,
             demo: false,
+            gpu,
         })?,
-        Cmd::Demo { headless, out } => commands::run(commands::RunArgs {
+        Cmd::Demo { headless, out, gpu } => commands::run(commands::RunArgs {
             plan: None,
             resume: None,
             out,
             headless,
             demo: true,
+            gpu,
         })?,
+        Cmd::Gpus { json, watch, gpu } => commands::gpus(&gpu, json, watch)?,
         Cmd::Check { plan, json } => commands::check(&plan, json)?,
         Cmd::Export {
             dir,

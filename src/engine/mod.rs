@@ -112,6 +112,8 @@ impl Default for Bus {
 pub struct Options {
     /// The program used for `{sweeptop}` in commands (the simulated server).
     pub sweeptop_exe: PathBuf,
+    pub gpu: crate::gpu::GpuSource,
+    pub gpu_interval: Duration,
 }
 
 enum Flow {
@@ -146,6 +148,7 @@ pub struct Engine {
     patterns: Arc<LogPatterns>,
     seq: Arc<AtomicU64>,
     counts: [usize; 3],
+    gpu: Option<crate::gpu::Telemetry>,
 }
 
 /// The stable-core info the engine needs about a live server.
@@ -185,6 +188,7 @@ impl Engine {
             patterns: Arc::new(patterns),
             seq: Arc::new(AtomicU64::new(0)),
             counts,
+            gpu: None,
         };
         for p in results.problems {
             engine.notice(Level::Warn, p);
@@ -251,6 +255,13 @@ impl Engine {
                 .filter(|c| plan.cells.iter().any(|p| &p.id == *c))
                 .count(),
         });
+        let source = std::mem::replace(&mut self.opts.gpu, crate::gpu::GpuSource::Disabled);
+        self.gpu = Some(crate::gpu::Telemetry::start(
+            source,
+            self.opts.gpu_interval,
+            self.bus.events.clone(),
+            Some(&self.run.path),
+        ));
         if let Some((pgid, start)) = store::recorded_server(&self.run.path) {
             if let Some(how) = process::stop_leftover(pgid, start).await {
                 self.notice(
@@ -376,6 +387,22 @@ impl Engine {
                     }
                 }
                 None => return Flow::Continue,
+            }
+        }
+    }
+
+    /// GPUs a config uses: from its `CUDA_VISIBLE_DEVICES`, else all.
+    fn active_gpus(&self, config: &Config) -> Vec<u32> {
+        match &config.gpus {
+            Some(g) => g.clone(),
+            None => {
+                let n = self
+                    .gpu
+                    .as_ref()
+                    .and_then(|g| g.latest())
+                    .map(|s| s.gpus.len() as u32)
+                    .unwrap_or(0);
+                (0..n).collect()
             }
         }
     }
@@ -591,6 +618,32 @@ impl Engine {
                 )));
             }
         }
+        if let Some(snap) = self.gpu.as_ref().and_then(|g| g.latest()) {
+            let foreign = crate::gpu::foreign_processes(&snap, config.gpus.as_deref());
+            if !foreign.is_empty() {
+                let list: Vec<String> = foreign
+                    .iter()
+                    .map(|(gpu, p)| {
+                        format!(
+                            "GPU {gpu}: pid {} {} ({} MiB)",
+                            p.pid,
+                            p.name,
+                            p.used_mib
+                                .map(|m| m.to_string())
+                                .unwrap_or_else(|| "?".into())
+                        )
+                    })
+                    .collect();
+                self.notice(
+                    Level::Warn,
+                    format!(
+                        "{}: other processes hold GPU memory before launch: {}",
+                        config.id,
+                        list.join("; ")
+                    ),
+                );
+            }
+        }
         let port = match config.port {
             Port::Fixed(p) => {
                 if !process::wait_port_free(&config.host, p, Duration::from_secs(30)).await {
@@ -661,6 +714,9 @@ impl Engine {
             logs: self.bus.logs.clone(),
         })
         .map_err(|e| preflight(format!("cannot start `{}`: {e}", argv[0])))?;
+        if let Some(g) = &self.gpu {
+            g.set_server(server.pgid, &self.active_gpus(config));
+        }
         if let Err(e) = self.run.record_server(server.pgid) {
             self.notice(
                 Level::Warn,
@@ -1012,6 +1068,10 @@ impl Engine {
             l.accept.clear();
         }
         let client = load::http_client(cell.concurrency);
+        let active = self.active_gpus(config);
+        if let Some(g) = &self.gpu {
+            g.begin_cell(config.gpus.as_deref(), &active);
+        }
         let mut exit = live.server.exit.clone();
         let mut fatal = live.server.fatal.clone();
         let cell_deadline = tokio::time::sleep(Duration::from_secs_f64(limits.cell_timeout_s));
@@ -1082,6 +1142,9 @@ impl Engine {
             }
         }
         let mut metrics = load::metrics::compute(&run.records, run.wall_ns);
+        if let Some(g) = &self.gpu {
+            (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = g.end_cell(&active);
+        }
         let accept = live
             .server
             .log

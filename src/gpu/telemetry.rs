@@ -1,0 +1,152 @@
+//! GPU telemetry for a sweep: runs the sampler, publishes snapshots as events,
+//! keeps `gpu.jsonl` (thinned, so a day-long sweep stays small) and folds the
+//! samples of the running cell into its `gpu_mem_peak_mib` / `gpu_util_mean`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+
+use super::{spawn_sampler, CellGpuAgg, GpuSnapshot, GpuSource, Sampler, SimGpus};
+use crate::event::Event;
+
+/// At most one `gpu.jsonl` line per this many milliseconds.
+const FILE_EVERY_MS: u64 = 10_000;
+
+struct Shared {
+    latest: Option<GpuSnapshot>,
+    cell: Option<CellGpuAgg>,
+}
+
+pub struct Telemetry {
+    _sampler: Option<Sampler>,
+    shared: Arc<Mutex<Shared>>,
+    server_pgid: Arc<AtomicU32>,
+    sim: Option<SimGpus>,
+}
+
+impl Telemetry {
+    /// Start sampling `source` every `interval`. Snapshots go to `events` and,
+    /// thinned, to `run_dir/gpu.jsonl`.
+    pub fn start(
+        source: GpuSource,
+        interval: Duration,
+        events: broadcast::Sender<Event>,
+        run_dir: Option<&Path>,
+    ) -> Telemetry {
+        let shared = Arc::new(Mutex::new(Shared {
+            latest: None,
+            cell: None,
+        }));
+        let server_pgid = Arc::new(AtomicU32::new(0));
+        let sim = match &source {
+            GpuSource::Simulated(s) => Some(s.clone()),
+            _ => None,
+        };
+        if matches!(source, GpuSource::Disabled) {
+            return Telemetry {
+                _sampler: None,
+                shared,
+                server_pgid,
+                sim,
+            };
+        }
+        let pg = server_pgid.clone();
+        let ours: Arc<dyn Fn(u32) -> bool + Send + Sync> = Arc::new(move |pid| {
+            let group = pg.load(Ordering::Relaxed);
+            // SAFETY: getpgid has no memory-safety preconditions.
+            group != 0 && unsafe { libc::getpgid(pid as libc::pid_t) } == group as libc::pid_t
+        });
+        let mut file = run_dir
+            .and_then(|d| {
+                File::options()
+                    .create(true)
+                    .append(true)
+                    .open(d.join("gpu.jsonl"))
+                    .ok()
+            })
+            .map(BufWriter::new);
+        let mut last_write = 0u64;
+        let sink_shared = shared.clone();
+        let sink = Box::new(move |snap: GpuSnapshot| {
+            if let Some(f) = file.as_mut() {
+                if snap.at_ms >= last_write + FILE_EVERY_MS {
+                    last_write = snap.at_ms;
+                    if serde_json::to_writer(&mut *f, &snap).is_ok() {
+                        let _ = f.write_all(b"\n");
+                        let _ = f.flush();
+                    }
+                }
+            }
+            if let Ok(mut s) = sink_shared.lock() {
+                if let Some(agg) = s.cell.as_mut() {
+                    agg.add(&snap);
+                }
+                s.latest = Some(snap.clone());
+            }
+            let _ = events.send(Event::Gpu { snapshot: snap });
+            true
+        });
+        let sampler = spawn_sampler(source, interval, ours, sink);
+        Telemetry {
+            _sampler: Some(sampler),
+            shared,
+            server_pgid,
+            sim,
+        }
+    }
+
+    pub fn latest(&self) -> Option<GpuSnapshot> {
+        self.shared.lock().ok().and_then(|s| s.latest.clone())
+    }
+
+    /// The server's process group (0 when none runs), for process attribution.
+    pub fn set_server(&self, pgid: u32, gpus: &[u32]) {
+        self.server_pgid.store(pgid, Ordering::Relaxed);
+        if let Some(sim) = &self.sim {
+            sim.set(gpus, false, (pgid != 0).then_some(pgid));
+        }
+    }
+
+    /// A cell starts on these GPUs (`None`: all).
+    pub fn begin_cell(&self, gpus: Option<&[u32]>, active: &[u32]) {
+        if let Some(sim) = &self.sim {
+            let pgid = self.server_pgid.load(Ordering::Relaxed);
+            sim.set(active, true, (pgid != 0).then_some(pgid));
+        }
+        if let Ok(mut s) = self.shared.lock() {
+            s.cell = Some(CellGpuAgg::new(gpus));
+        }
+    }
+
+    /// The cell ended: its peak memory and mean utilisation. A cell shorter than
+    /// the sampling interval gets the latest snapshot, the one nearest to it.
+    pub fn end_cell(&self, active: &[u32]) -> (Option<u64>, Option<f64>) {
+        let result = match self.shared.lock() {
+            Ok(mut s) => {
+                let latest = s.latest.clone();
+                match s.cell.take() {
+                    Some(mut agg) => {
+                        if agg.samples() == 0 {
+                            if let Some(l) = &latest {
+                                agg.add(l);
+                            }
+                        }
+                        (agg.gpu_mem_peak_mib(), agg.gpu_util_mean())
+                    }
+                    None => (None, None),
+                }
+            }
+            Err(_) => (None, None),
+        };
+        if let Some(sim) = &self.sim {
+            let pgid = self.server_pgid.load(Ordering::Relaxed);
+            sim.set(active, false, (pgid != 0).then_some(pgid));
+        }
+        result
+    }
+}

@@ -1,0 +1,141 @@
+//! Helpers for end-to-end tests: run the real binary, read run directories, and
+//! find processes a test started (tagged through an environment variable that
+//! the servers inherit).
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sweeptop")
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sweeptop-e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A command for the binary, tagged so its descendants can be found.
+pub fn sweeptop(tag: &str) -> Command {
+    let mut c = Command::new(bin());
+    c.env("SWEEPTOP_TEST_TAG", tag).stdin(Stdio::null());
+    c
+}
+
+/// Run to completion with a deadline; kills the process and panics past it.
+pub fn run_with_deadline(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_output(child, limit)
+}
+
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Poll a condition until it holds or the deadline passes.
+pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn results(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad result line {l}: {e}")))
+        .collect()
+}
+
+pub fn events(dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+pub fn by_cell(results: &[serde_json::Value]) -> HashMap<String, Vec<serde_json::Value>> {
+    let mut m: HashMap<String, Vec<serde_json::Value>> = HashMap::new();
+    for r in results {
+        m.entry(r["cell"].as_str().unwrap().to_string())
+            .or_default()
+            .push(r.clone());
+    }
+    m
+}
+
+/// Live processes (not zombies) whose environment carries the tag.
+pub fn tagged_processes(tag: &str) -> Vec<u32> {
+    let needle = format!("SWEEPTOP_TEST_TAG={tag}");
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !env.split(|&b| b == 0).any(|v| v == needle.as_bytes()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or("");
+        if state != "Z" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+pub fn plan_cells(plan: &Path) -> Vec<String> {
+    let out = Command::new(bin())
+        .args(["check", "--json"])
+        .arg(plan)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect()
+}

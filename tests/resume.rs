@@ -1,0 +1,108 @@
+//! Durability: a sweep killed with SIGKILL resumes where it stopped, every cell
+//! recorded exactly once, and no server left behind.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn sigkill_mid_demo_then_resume_records_every_cell_once() {
+    let dir = scratch("resume");
+    let out_dir = dir.join("run");
+    let tag = format!("resume-{}", std::process::id());
+    let mut cmd = sweeptop(&tag);
+    cmd.args(["demo", "--headless", "--out"])
+        .arg(&out_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    // Kill while a server is up, a few cells in.
+    wait_until(Duration::from_secs(120), "10 recorded cells", || {
+        results(&out_dir).len() >= 10
+    });
+    wait_until(Duration::from_secs(60), "a running server", || {
+        out_dir.join("server.pid").exists()
+    });
+    let before = results(&out_dir).len();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The server group survives its parent's SIGKILL (that is what resume cleans up).
+    let leftovers = tagged_processes(&tag);
+    assert!(
+        !leftovers.is_empty(),
+        "expected the server to outlive a SIGKILLed sweeptop"
+    );
+
+    let mut cmd = sweeptop(&tag);
+    cmd.args(["run", "--resume"])
+        .arg(&out_dir)
+        .arg("--headless");
+    let out = run_with_deadline(cmd, Duration::from_secs(180));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("({before} already recorded)"))
+            || stdout.contains("already recorded"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("left by an earlier run"), "{stdout}");
+
+    let results = results(&out_dir);
+    let cells = by_cell(&results);
+    let planned = plan_cells(&out_dir.join("plan.toml"));
+    assert_eq!(results.len(), planned.len(), "one line per cell");
+    for id in &planned {
+        assert_eq!(cells.get(id).map(Vec::len), Some(1), "cell {id}");
+    }
+    assert!(
+        tagged_processes(&tag).is_empty(),
+        "a server process outlived the resumed sweep"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ctrl_c_stops_the_server_keeps_results_and_exits_nonzero() {
+    let dir = scratch("sigint");
+    let out_dir = dir.join("run");
+    let tag = format!("sigint-{}", std::process::id());
+    let mut cmd = sweeptop(&tag);
+    cmd.args(["demo", "--headless", "--out"])
+        .arg(&out_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_until(Duration::from_secs(120), "3 recorded cells", || {
+        results(&out_dir).len() >= 3
+    });
+    wait_until(Duration::from_secs(60), "a running server", || {
+        out_dir.join("server.pid").exists()
+    });
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = wait_output(child, Duration::from_secs(60));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let recorded = results(&out_dir);
+    assert!(recorded.len() >= 3);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["state"], "interrupted");
+    assert!(!out_dir.join("server.pid").exists());
+    assert!(
+        tagged_processes(&tag).is_empty(),
+        "the server group must be stopped"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
