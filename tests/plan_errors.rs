@@ -18,7 +18,7 @@ fn misspelled_key_exits_nonzero_naming_file_line_col() {
     let out = run_with_deadline(cmd, Duration::from_secs(30));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:35:1:", plan.display())), "{err}");
+    assert!(err.contains(&format!("{}:37:1:", plan.display())), "{err}");
     assert!(err.contains("concurency"), "{err}");
     // `run` refuses it the same way, before creating anything.
     let mut cmd = sweeptop("badplan");
@@ -29,7 +29,7 @@ fn misspelled_key_exits_nonzero_naming_file_line_col() {
         .arg(dir.join("run"));
     let out = run_with_deadline(cmd, Duration::from_secs(30));
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains(":35:1:"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(":37:1:"));
     assert!(!dir.join("run").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
