@@ -299,8 +299,9 @@ fn handle_line(ctx: &ReaderCtx, raw: &[u8]) {
                 }
                 LogMark::Plain
             }
-            LineClass::Plain if ready_line => LogMark::Ready,
-            LineClass::Plain => LogMark::Plain,
+            // llama.cpp reports an acceptance rate, not a length: not comparable.
+            LineClass::Plain | LineClass::DraftAcceptance { .. } if ready_line => LogMark::Ready,
+            LineClass::Plain | LineClass::DraftAcceptance { .. } => LogMark::Plain,
         }
     };
     // Views may miss lines under a flood (the log file has them all).
