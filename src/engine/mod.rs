@@ -1056,6 +1056,11 @@ impl Engine {
         };
         let limits = self.plan.limits.clone();
         let load = CellLoad {
+            arrival: match w.rate {
+                Some(rate) => load::Arrival::Poisson { rate, capped: true },
+                None => load::Arrival::Closed,
+            },
+            duration: w.duration_s.map(Duration::from_secs_f64),
             concurrency: cell.concurrency,
             requests: w.requests,
             warmup: w.warmup,
@@ -1140,6 +1145,12 @@ impl Engine {
             if live.server.exited().is_some() {
                 live.server.drain_logs(Duration::from_secs(2)).await;
             }
+        }
+        if let Err(e) = self.run.write_requests(&cell.id, &run.records) {
+            self.notice(
+                Level::Warn,
+                format!("{}: raw request records not kept: {e}", cell.id),
+            );
         }
         let mut metrics = load::metrics::compute(&run.records, run.wall_ns);
         if let Some(g) = &self.gpu {
