@@ -1081,6 +1081,7 @@ impl Engine {
         let mut fatal = live.server.fatal.clone();
         let cell_deadline = tokio::time::sleep(Duration::from_secs_f64(limits.cell_timeout_s));
         tokio::pin!(cell_deadline);
+        let spec_before = load::spec::read(&client, &live.target.base).await;
         let seq = self.seq.clone();
         let run_fut = load::run_cell(&client, &live.target, &load, &seq);
         tokio::pin!(run_fut);
@@ -1164,6 +1165,14 @@ impl Engine {
             .unwrap_or_default();
         if !accept.is_empty() {
             metrics.accept_len = Some(accept.iter().sum::<f64>() / accept.len() as f64);
+        }
+        // Counters (vLLM) are exact over the cell; prefer them to sampled log lines.
+        if let Some(before) = spec_before {
+            if let Some(after) = load::spec::read(&client, &live.target.base).await {
+                if let Some(a) = load::spec::accept_len(before, after) {
+                    metrics.accept_len = Some(a);
+                }
+            }
         }
         let health = ServerHealth {
             died: self.death_failure(&live.server),

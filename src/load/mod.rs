@@ -5,6 +5,7 @@
 pub mod client;
 pub mod metrics;
 pub mod prompt;
+pub mod spec;
 pub mod sse;
 
 use std::sync::atomic::{AtomicU64, Ordering};
