@@ -157,6 +157,10 @@ impl Server {
     pub async fn drain_logs(&mut self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;
         for r in &mut self.readers {
+            // A JoinHandle must not be polled again once it has completed.
+            if r.is_finished() {
+                continue;
+            }
             if tokio::time::timeout_at(deadline, &mut *r).await.is_err() {
                 break;
             }
