@@ -2,8 +2,8 @@
 
 mod simclient;
 
-use simclient::{completion_body, request, start, EventStream};
 use serde_json::{json, Value};
+use simclient::{completion_body, request, start, EventStream};
 use sweeptop::sim::count_tokens;
 
 fn chunk_text(v: &Value) -> String {

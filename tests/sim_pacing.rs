@@ -6,8 +6,8 @@ mod simclient;
 
 use std::time::{Duration, Instant};
 
-use simclient::{completion_body, spawn_binary, start, wait_healthy, EventStream};
 use serde_json::Value;
+use simclient::{completion_body, spawn_binary, start, wait_healthy, EventStream};
 use sweeptop::sim::count_tokens;
 
 struct Timings {

@@ -1,6 +1,7 @@
 //! Speculative-decoding acceptance from the server's Prometheus counters
 //! (vLLM): mean acceptance length over a cell = 1 + Δaccepted / Δdrafts.
-//! SGLang's figure comes from its decode log lines (see `detect`).
+//! SGLang's figure comes from its decode log lines (see `detect`), else from its
+//! `sglang:spec_accept_length` gauge read as the cell ends.
 
 use std::time::Duration;
 
@@ -47,7 +48,13 @@ pub fn parse(text: &str) -> Option<SpecCounters> {
     })
 }
 
-pub async fn read(client: &reqwest::Client, base: &str) -> Option<SpecCounters> {
+/// SGLang's gauge: the acceptance length of its latest decode batches.
+pub fn sglang_gauge(text: &str) -> Option<f64> {
+    counter(text, "sglang:spec_accept_length").filter(|v| *v > 0.0)
+}
+
+/// The server's Prometheus text, if it has a `/metrics` endpoint.
+pub async fn metrics_text(client: &reqwest::Client, base: &str) -> Option<String> {
     let resp = client
         .get(format!("{base}/metrics"))
         .timeout(Duration::from_secs(5))
@@ -57,7 +64,7 @@ pub async fn read(client: &reqwest::Client, base: &str) -> Option<SpecCounters> 
     if !resp.status().is_success() {
         return None;
     }
-    parse(&String::from_utf8_lossy(&resp.bytes().await.ok()?))
+    Some(String::from_utf8_lossy(&resp.bytes().await.ok()?).into_owned())
 }
 
 /// Mean acceptance length between two readings, if any drafts happened.
@@ -78,5 +85,10 @@ mod tests {
         assert_eq!(accept_len(before, after), Some(1.0 + 250.0 / 100.0));
         assert_eq!(accept_len(after, after), None);
         assert_eq!(parse("sglang:spec_accept_length 3.1\n"), None);
+        assert_eq!(
+            sglang_gauge("sglang:spec_accept_length{model_name=\"m\"} 3.1\n"),
+            Some(3.1)
+        );
+        assert_eq!(sglang_gauge("sglang:spec_accept_length 0\n"), None);
     }
 }
