@@ -151,12 +151,15 @@ pub struct Engine {
     gpu: Option<crate::gpu::Telemetry>,
 }
 
-/// The stable-core info the engine needs about a live server.
+/// A cell's prompt bodies and their measured token count.
+type Prompts = (Arc<Vec<String>>, u64);
+
+/// What the engine keeps about a live server.
 struct Live {
     server: Server,
     target: Target,
     context_limit: Option<u64>,
-    prompts: std::collections::HashMap<(String, u64), (Arc<Vec<String>>, u64)>,
+    prompts: std::collections::HashMap<(String, u64), Prompts>,
 }
 
 impl Engine {
@@ -932,11 +935,7 @@ impl Engine {
 
     /// The prompts for a cell at its context target, or the failure that stops
     /// it before anything is sent.
-    async fn prompts_for(
-        &mut self,
-        cell: &Cell,
-        live: &mut Live,
-    ) -> Result<(Arc<Vec<String>>, u64), Failure> {
+    async fn prompts_for(&mut self, cell: &Cell, live: &mut Live) -> Result<Prompts, Failure> {
         let plan = self.plan.clone();
         let w = plan.workload(&cell.workload).ok_or_else(|| Failure {
             kind: FailureKind::StartupFailed,
@@ -1102,7 +1101,7 @@ impl Engine {
                 run = &mut run_fut => break run,
                 _ = exit.changed() => {
                     live.server.drain_logs(Duration::from_secs(2)).await;
-                    let f = self.death_failure(&live.server).unwrap_or_else(|| unknown_death());
+                    let f = self.death_failure(&live.server).unwrap_or_else(unknown_death);
                     base.status = Status::Failed;
                     base.failure = Some(f.clone());
                     base.finished_at = event::now();
