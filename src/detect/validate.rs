@@ -107,8 +107,15 @@ pub fn request_failure(e: &RequestError) -> Failure {
     }
 }
 
-/// Whether a request error looks like the server going away (worth waiting a
-/// moment for its exit status or log before judging the cell).
+/// Whether a request error may be the server going away (worth waiting a
+/// moment for its exit status or log before judging the cell): a cut stream,
+/// an error inside a stream (vLLM's "EngineCore encountered an issue"), a 5xx.
 pub fn looks_like_server_gone(e: &RequestError) -> bool {
-    matches!(e, RequestError::Connection { .. } | RequestError::Truncated)
+    match e {
+        RequestError::Connection { .. }
+        | RequestError::Truncated
+        | RequestError::InStream { .. } => true,
+        RequestError::Http { status, .. } => *status >= 500,
+        RequestError::Timeout | RequestError::Malformed { .. } => false,
+    }
 }

@@ -1153,7 +1153,15 @@ impl Engine {
             .filter_map(|r| r.error.as_ref())
             .any(detect::looks_like_server_gone)
         {
-            let _ = tokio::time::timeout(Duration::from_secs(3), exit.changed()).await;
+            let settle = Duration::from_secs(3);
+            tokio::select! {
+                _ = exit.changed() => {}
+                _ = fatal.changed() => {
+                    // The cause is logged; give the process a moment to exit too.
+                    let _ = tokio::time::timeout(settle, exit.changed()).await;
+                }
+                _ = tokio::time::sleep(settle) => {}
+            }
             if live.server.exited().is_some() {
                 live.server.drain_logs(Duration::from_secs(2)).await;
             }
