@@ -27,6 +27,9 @@ enum Cmd {
         /// Print line progress instead of the dashboard.
         #[arg(long)]
         headless: bool,
+        /// Run in the background (its own session); attach with `sweeptop attach`.
+        #[arg(long)]
+        detach: bool,
         #[command(flatten)]
         gpu: commands::GpuArgs,
     },
@@ -34,6 +37,8 @@ enum Cmd {
     Demo {
         #[arg(long)]
         headless: bool,
+        #[arg(long)]
+        detach: bool,
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
         #[command(flatten)]
@@ -48,6 +53,24 @@ enum Cmd {
         watch: bool,
         #[command(flatten)]
         gpu: commands::GpuArgs,
+    },
+    /// List run directories with their state and the command to attach or resume.
+    Ls {
+        /// Where runs are (default ./runs).
+        #[arg(default_value = "runs")]
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Watch and steer a running sweep (default: the newest running one under ./runs).
+    Attach {
+        dir: Option<PathBuf>,
+        /// Print line progress instead of the dashboard.
+        #[arg(long)]
+        headless: bool,
+        /// Send one command (pause, resume, skip-config, skip-cell, quit) and exit.
+        #[arg(long, value_name = "COMMAND")]
+        send: Option<String>,
     },
     /// Validate a plan and print its expanded matrix.
     Check {
@@ -85,23 +108,43 @@ fn main() -> color_eyre::Result<()> {
             resume,
             out,
             headless,
+            detach,
             gpu,
         } => commands::run(commands::RunArgs {
             plan,
             resume,
             out,
             headless,
+            detach,
             demo: false,
             gpu,
         })?,
-        Cmd::Demo { headless, out, gpu } => commands::run(commands::RunArgs {
+        Cmd::Demo {
+            headless,
+            detach,
+            out,
+            gpu,
+        } => commands::run(commands::RunArgs {
             plan: None,
             resume: None,
             out,
             headless,
+            detach,
             demo: true,
             gpu,
         })?,
+        Cmd::Ls { dir, json } => commands::ls(&dir, json)?,
+        Cmd::Attach {
+            dir,
+            headless,
+            send,
+        } => {
+            let dir = commands::attach_target(dir.as_deref())?;
+            let send = send.map(|s| commands::parse_command(&s)).transpose()?;
+            // The dashboard attaches once it exists; until then, line progress.
+            let _ = headless;
+            commands::attach_lines(&dir, send)?
+        }
         Cmd::Gpus { json, watch, gpu } => commands::gpus(&gpu, json, watch)?,
         Cmd::Check { plan, json } => commands::check(&plan, json)?,
         Cmd::Export {

@@ -313,6 +313,17 @@ pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
     Ok(out)
 }
 
+/// The events recorded in a run directory (unreadable lines skipped: a newer
+/// version's event kinds, or a torn last line).
+pub fn read_events(dir: &Path) -> Vec<Event> {
+    let Ok(text) = fs::read_to_string(dir.join(EVENTS)) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// Default run directory: `runs/<plan>-<UTC timestamp>`.
 pub fn default_dir(plan_name: &str) -> PathBuf {
     PathBuf::from("runs").join(format!("{plan_name}-{}", crate::event::stamp()))
