@@ -118,6 +118,9 @@ fn every_injected_fault_is_recorded_with_its_kind_and_evidence() {
                 // A healthy config after all the crashes runs on a fresh server.
                 for c in &cells {
                     assert_eq!(c["status"], "ok", "{c}");
+                    // --no-gpu: the GPU figures are there, and null.
+                    assert!(c["metrics"]["gpu_mem_peak_mib"].is_null(), "{c}");
+                    assert!(c["metrics"]["gpu_util_mean"].is_null(), "{c}");
                 }
                 continue;
             }
@@ -148,5 +151,59 @@ fn every_injected_fault_is_recorded_with_its_kind_and_evidence() {
     let starts = stdout.matches(": starting").count();
     assert!(starts >= 30, "{starts} launches\n{stdout}");
     assert!(tagged_processes(&tag).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_crashed_config_is_relaunched_as_the_plan_allows_then_marked() {
+    let dir = scratch("retry");
+    let plan = dir.join("retry.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "retry"
+[server]
+command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2 --fault crash:cuda_illegal_address@40"
+port = "auto"
+retries = 1
+stop_grace_s = 1
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 4
+max_tokens = 16
+[[phases]]
+id = "p"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("run");
+    let mut cmd = sweeptop("retry");
+    cmd.arg("run")
+        .arg(&plan)
+        .args(["--headless", "--no-gpu", "--out"])
+        .arg(&out_dir);
+    let out = run_with_deadline(cmd, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let starts: Vec<_> = events(&out_dir)
+        .into_iter()
+        .filter(|e| e["event"] == "config_starting")
+        .collect();
+    assert_eq!(starts.len(), 2, "one launch and one retry");
+    assert_eq!(starts[1]["attempt"], 2);
+    let results = results(&out_dir);
+    assert_eq!(
+        results.len(),
+        1,
+        "the cell is recorded once, after the last attempt"
+    );
+    assert_eq!(results[0]["failure"]["kind"], "cuda_illegal_address");
     let _ = std::fs::remove_dir_all(&dir);
 }
