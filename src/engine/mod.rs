@@ -467,6 +467,12 @@ impl Engine {
             let mut live = match self.launch(config, index, total, attempt).await {
                 Ok(Some(live)) => live,
                 Ok(None) => return Ok(Flow::Quit),
+                Err(failure) if failure.source == FailureSource::Client => {
+                    // Skipped by the user while the server was starting.
+                    let cells: Vec<Cell> = remaining.drain(..).collect();
+                    self.skip_all(&cells)?;
+                    return Ok(Flow::Continue);
+                }
                 Err(failure) => {
                     let retry =
                         failure.source != FailureSource::Preflight && attempt < config.retries;
