@@ -63,23 +63,24 @@ impl GpuArgs {
     }
 }
 
+/// The plan of a new sweep: the demo's, or the file given.
+fn new_plan(args: &RunArgs) -> Result<Plan> {
+    if args.demo {
+        return Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| eyre!("{e}"));
+    }
+    let path = args
+        .plan
+        .as_ref()
+        .ok_or_else(|| eyre!("a plan file is needed (or --resume DIR)"))?;
+    Plan::load(path).map_err(|e| eyre!("{e}"))
+}
+
 /// `sweeptop run` and `sweeptop demo`. Returns the process exit code.
 pub fn run(args: RunArgs) -> Result<i32> {
     if args.detach {
         let dir = match (&args.resume, &args.out) {
             (Some(d), _) | (None, Some(d)) => d.clone(),
-            (None, None) => {
-                let plan = if args.demo {
-                    Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| eyre!("{e}"))?
-                } else {
-                    let path = args
-                        .plan
-                        .as_ref()
-                        .ok_or_else(|| eyre!("a plan file is needed"))?;
-                    Plan::load(path).map_err(|e| eyre!("{e}"))?
-                };
-                store::default_dir(&plan.name)
-            }
+            (None, None) => store::default_dir(&new_plan(&args)?.name),
         };
         return detach(&dir);
     }
@@ -95,15 +96,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
         let run = RunDir::reopen(dir).map_err(|e| eyre!("{e}"))?;
         (plan, run)
     } else {
-        let plan = if args.demo {
-            Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| eyre!("{e}"))?
-        } else {
-            let path = args
-                .plan
-                .as_ref()
-                .ok_or_else(|| eyre!("a plan file is needed (or --resume DIR)"))?;
-            Plan::load(path).map_err(|e| eyre!("{e}"))?
-        };
+        let plan = new_plan(&args)?;
         let dir = args
             .out
             .clone()

@@ -478,16 +478,7 @@ impl Engine {
                         failure.source != FailureSource::Preflight && attempt < config.retries;
                     if retry {
                         attempt += 1;
-                        self.notice(
-                            Level::Warn,
-                            format!(
-                                "{}: {} — relaunching (attempt {} of {})",
-                                config.id,
-                                failure.message,
-                                attempt + 1,
-                                config.retries + 1
-                            ),
-                        );
+                        self.note_relaunch(config, &failure, attempt);
                         continue;
                     }
                     let cells: Vec<Cell> = remaining.drain(..).collect();
@@ -546,16 +537,7 @@ impl Engine {
                         if attempt < config.retries {
                             // Not recorded: the cell runs again on a fresh server.
                             attempt += 1;
-                            self.notice(
-                                Level::Warn,
-                                format!(
-                                    "{}: {} — relaunching (attempt {} of {})",
-                                    config.id,
-                                    failure.message,
-                                    attempt + 1,
-                                    config.retries + 1
-                                ),
-                            );
+                            self.note_relaunch(config, &failure, attempt);
                             remaining.push_front(cell);
                             break;
                         }
@@ -586,6 +568,17 @@ impl Engine {
             }
         }
         Ok(Flow::Continue)
+    }
+
+    fn note_relaunch(&mut self, config: &Config, failure: &Failure, attempt: u32) {
+        let message = format!(
+            "{}: {} — relaunching (attempt {} of {})",
+            config.id,
+            failure.message,
+            attempt + 1,
+            config.retries + 1
+        );
+        self.notice(Level::Warn, message);
     }
 
     async fn stop(&mut self, config: &Config, server: &mut Server) {
