@@ -1199,7 +1199,13 @@ impl Engine {
             died: self.death_failure(&live.server),
         };
         base.finished_at = event::now();
-        match detect::validate(&run, &metrics, &health, limits.max_error_rate) {
+        match detect::validate(
+            &run,
+            &metrics,
+            &health,
+            limits.max_error_rate,
+            limits.short_requests == crate::plan::ShortRequests::Fail,
+        ) {
             Ok(()) => {
                 base.status = Status::Ok;
                 base.metrics = Some(metrics);
