@@ -18,6 +18,7 @@ fn sweeptop_in(dir: &Path, tag: &str, args: &[&str]) -> std::process::Output {
 fn detached_demo_is_listed_paused_resumed_and_stopped_from_elsewhere() {
     let dir = scratch("attach");
     let tag = format!("attach-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
     let out = sweeptop_in(&dir, &tag, &["demo", "--detach", "--out", "runs/d"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

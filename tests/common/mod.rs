@@ -170,3 +170,16 @@ pub fn plan_cells(plan: &Path) -> Vec<String> {
         .map(|c| c["id"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// Kills every process carrying the tag when dropped, so a failing test does not
+/// leave a detached sweep (or its servers) running.
+pub struct KillTagged(pub String);
+
+impl Drop for KillTagged {
+    fn drop(&mut self) {
+        for pid in tagged_processes(&self.0) {
+            // SAFETY: plain kill(2).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
