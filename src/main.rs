@@ -29,6 +29,8 @@ enum Cmd {
         headless: bool,
         #[command(flatten)]
         gpu: commands::GpuArgs,
+        #[command(flatten)]
+        view: sweeptop::tui::ViewArgs,
     },
     /// Run the bundled demo sweep against the simulated server (no GPU needed).
     Demo {
@@ -38,6 +40,15 @@ enum Cmd {
         out: Option<PathBuf>,
         #[command(flatten)]
         gpu: commands::GpuArgs,
+        #[command(flatten)]
+        view: sweeptop::tui::ViewArgs,
+    },
+    /// Show a finished or interrupted run in the dashboard (read-only).
+    Open {
+        /// The run directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        view: sweeptop::tui::ViewArgs,
     },
     /// Show what NVML reports about this machine's GPUs.
     Gpus {
@@ -84,6 +95,7 @@ fn main() -> color_eyre::Result<()> {
             out,
             headless,
             gpu,
+            view,
         } => commands::run(commands::RunArgs {
             plan,
             resume,
@@ -91,15 +103,23 @@ fn main() -> color_eyre::Result<()> {
             headless,
             demo: false,
             gpu,
+            view,
         })?,
-        Cmd::Demo { headless, out, gpu } => commands::run(commands::RunArgs {
+        Cmd::Demo {
+            headless,
+            out,
+            gpu,
+            view,
+        } => commands::run(commands::RunArgs {
             plan: None,
             resume: None,
             out,
             headless,
             demo: true,
             gpu,
+            view,
         })?,
+        Cmd::Open { dir, view } => commands::open(&dir, &view)?,
         Cmd::Gpus { json, watch, gpu } => commands::gpus(&gpu, json, watch)?,
         Cmd::Check { plan, json } => commands::check(&plan, json)?,
         Cmd::Export {
