@@ -22,9 +22,10 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let sym = app.symbols();
     let gpu = &app.view.gpu;
     let status = gpu.status();
+    // A state without devices is explained inside the panel.
     let title = match status {
-        Some(s) => format!(" GPUs{}{} ", sym.sep, s.label()),
-        None => " GPUs ".to_string(),
+        Some(s) if s.is_live() => format!(" GPUs{}{} ", sym.sep, s.label()),
+        _ => " GPUs ".to_string(),
     };
     let block = app.block(title, false);
     let inner = block.inner(area);
@@ -67,8 +68,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             lines.extend(full(app, g, active.contains(&g.index), w));
         }
     } else if n <= h {
+        let columns = Columns::fit(&snap.gpus, w);
         for g in &snap.gpus {
-            lines.push(compact(app, g, active.contains(&g.index), w));
+            lines.push(compact(app, g, active.contains(&g.index), &columns));
         }
     } else {
         // Several GPUs per row.
@@ -217,51 +219,80 @@ fn full(app: &App, g: &GpuSample, active: bool, w: usize) -> Vec<Line<'static>> 
     vec![l1, Line::from(l2), Line::from(l3)]
 }
 
-/// One row per GPU; parts drop out as the width shrinks.
-fn compact(app: &App, g: &GpuSample, active: bool, w: usize) -> Line<'static> {
+/// Column widths shared by every row of the compact form, so bars line up.
+struct Columns {
+    mem_w: usize,
+    power_w: usize,
+    bar_w: usize,
+    spark_w: usize,
+    extras: bool,
+}
+
+impl Columns {
+    /// Parts drop out as the width shrinks: sparkline, then temperature and
+    /// power, then the bars.
+    fn fit(gpus: &[GpuSample], w: usize) -> Columns {
+        let mem_w = gpus.iter().map(|g| mem_text(g).len()).max().unwrap_or(3);
+        let power_w = gpus
+            .iter()
+            .map(|g| power_text(g, false).len())
+            .max()
+            .unwrap_or(3);
+        // marker + index 3, util 4, spaces.
+        let fixed = 3 + 4 + 1 + mem_w;
+        let extras_w = 1 + 4 + 1 + power_w;
+        let extras = w >= fixed + extras_w + 2 * 4;
+        let room = w.saturating_sub(fixed + if extras { extras_w } else { 0 });
+        let (bar_w, spark_w) = if room >= 36 {
+            (10, room - 2 * 11)
+        } else {
+            ((room / 2).saturating_sub(1), 0)
+        };
+        Columns {
+            mem_w,
+            power_w,
+            bar_w,
+            spark_w,
+            extras,
+        }
+    }
+}
+
+/// One row per GPU.
+fn compact(app: &App, g: &GpuSample, active: bool, c: &Columns) -> Line<'static> {
     let t = app.theme();
     let sym = app.symbols();
-    // marker+index 3, util% 4, mem text ~11, temp 4, power ~5, separators.
-    let mem = mem_text(g);
-    let power = power_text(g, false);
-    let fixed = 3 + 4 + 1 + mem.chars().count() + 1;
-    let extras = 5 + power.chars().count() + 1;
-    let with_extras = w >= fixed + extras + 12;
-    let room = w.saturating_sub(fixed + if with_extras { extras } else { 0 });
-    // Bars share the room with a sparkline when there is plenty.
-    let (bar_w, spark_w) = if room >= 36 {
-        (10, room - 2 * 12)
-    } else {
-        ((room / 2).saturating_sub(1), 0)
-    };
     let mut spans = vec![
         marker(app, active),
         Span::styled(format!("{:<2}", g.index), t.title),
     ];
-    if bar_w >= 3 {
+    if c.bar_w >= 3 {
         spans.extend(bar(
             sym,
             g.util_pct.unwrap_or(0) as f64 / 100.0,
-            bar_w,
+            c.bar_w,
             t.gpu_util,
             t.gpu_bar_empty,
         ));
     }
     spans.push(Span::styled(util_text(g), t.text));
     spans.push(Span::raw(" "));
-    if bar_w >= 3 {
-        spans.extend(bar(sym, mem_frac(g), bar_w, t.gpu_mem, t.gpu_bar_empty));
+    if c.bar_w >= 3 {
+        spans.extend(bar(sym, mem_frac(g), c.bar_w, t.gpu_mem, t.gpu_bar_empty));
         spans.push(Span::raw(" "));
     }
-    spans.push(Span::styled(mem, t.text));
-    if with_extras {
+    spans.push(Span::styled(fit(&mem_text(g), c.mem_w, true), t.text));
+    if c.extras {
         spans.push(Span::raw(" "));
         spans.push(temp_span(t, g));
-        spans.push(Span::styled(format!(" {power}"), t.text));
+        spans.push(Span::styled(
+            format!(" {}", fit(&power_text(g, false), c.power_w, true)),
+            t.text,
+        ));
     }
-    if spark_w > 2 {
+    if c.spark_w > 2 {
         spans.push(Span::raw(" "));
-        spans.push(sparkline(app, g.index, spark_w - 1));
+        spans.push(sparkline(app, g.index, c.spark_w - 1));
     }
     Line::from(spans)
 }

@@ -33,7 +33,7 @@ pub fn geometry(area: Rect, app: &App) -> Geometry {
         .max()
         .unwrap_or(6);
     let label_w = (longest + 2).clamp(8, (inner_w * 2 / 5).max(12));
-    let col_w = app
+    let narrowest = app
         .grid
         .columns
         .iter()
@@ -41,6 +41,11 @@ pub fn geometry(area: Rect, app: &App) -> Geometry {
         .max()
         .unwrap_or(7)
         .clamp(9, 10);
+    // Wider columns when every column fits anyway (easier to read on big screens).
+    let n = app.grid.columns.len().max(1);
+    let col_w = (inner_w.saturating_sub(label_w) / n)
+        .saturating_sub(1)
+        .clamp(narrowest, 12);
     Geometry {
         label_w,
         col_w,

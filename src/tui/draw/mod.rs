@@ -192,6 +192,34 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Overlay::Details { scroll } => popup::details(frame, app, area, *scroll),
         Overlay::ConfirmQuit => popup::confirm_quit(frame, app, area),
     }
+    if app.look.ascii {
+        asciify(frame);
+    }
+}
+
+/// Under `--ascii` nothing but ASCII reaches the terminal, whatever the text
+/// (server log lines, messages) contained.
+fn asciify(frame: &mut Frame) {
+    let area = frame.area();
+    let buf = frame.buffer_mut();
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            let cell = &mut buf[(x, y)];
+            if !cell.symbol().is_ascii() {
+                let c = match cell.symbol() {
+                    "—" | "–" | "─" => "-",
+                    "…" | "·" => ".",
+                    "×" => "x",
+                    "→" => ">",
+                    "←" => "<",
+                    "↑" => "^",
+                    "↓" => "v",
+                    _ => "?",
+                };
+                cell.set_symbol(c);
+            }
+        }
+    }
 }
 
 fn too_small(frame: &mut Frame, app: &App, area: Rect) {
@@ -413,14 +441,21 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
         Focus::Log => "log",
     };
     let chord = |k: Key| app.keymap.chords(k).first().map(|c| c.to_string());
-    // Help sits at the far right so it is never cut off.
+    // Quit and help sit at the far right so they are never cut off.
     let mut tail = vec![Span::styled(format!("focus: {focus} "), t.dim)];
-    if let Some(c) = chord(Key::Help) {
-        tail.push(Span::styled(format!(" {c} "), t.hint_key));
-        tail.push(Span::styled(" help", t.hint_text));
+    for k in [Key::Quit, Key::Help] {
+        if let Some(c) = chord(k) {
+            let label = keymap::binding(k).hint.unwrap_or("");
+            tail.push(Span::styled(format!(" {c} "), t.hint_key));
+            tail.push(Span::styled(format!(" {label} "), t.hint_text));
+        }
     }
     let tail_w: usize = tail.iter().map(|s| s.width()).sum();
-    for b in keymap::BINDINGS.iter().filter(|b| b.key != Key::Help) {
+    let in_tail = [Key::Quit, Key::Help];
+    for b in keymap::BINDINGS
+        .iter()
+        .filter(|b| !in_tail.contains(&b.key))
+    {
         let Some(label) = b.hint else { continue };
         if app.read_only() && engine_keys.contains(&b.key) {
             continue;

@@ -133,7 +133,12 @@ pub fn help(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
     ));
     lines.push(Line::styled(format!(" theme: {}", app.theme().name), t.dim));
     let h = lines.len() as u16 + 2;
-    let w = (key_w as u16 + 66).min(area.width);
+    let longest = BINDINGS
+        .iter()
+        .map(|b| b.help.chars().count())
+        .max()
+        .unwrap_or(60);
+    let w = (key_w + longest + 4) as u16;
     show(
         frame,
         app,
@@ -180,7 +185,7 @@ pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
 fn kv(app: &App, k: &str, v: String) -> Line<'static> {
     let t = app.theme();
     Line::from(vec![
-        Span::styled(format!(" {k:<22}"), t.dim),
+        Span::styled(format!(" {k:<24}"), t.dim),
         Span::styled(v, t.popup),
     ])
 }
@@ -306,7 +311,7 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                         Status::Skipped => t.skipped,
                     };
                     lines.push(Line::from(vec![
-                        Span::styled(format!(" {:<22}", "status"), t.dim),
+                        Span::styled(format!(" {:<24}", "status"), t.dim),
                         Span::styled(r.status.as_str().to_string(), style),
                     ]));
                     let dur = match (parse_ms(&r.started_at), parse_ms(&r.finished_at)) {
