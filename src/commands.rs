@@ -349,3 +349,188 @@ pub fn sim_server(args: crate::sim::SimArgs) -> Result<i32> {
 }
 
 pub use engine::Command as EngineCommand;
+
+/// `sweeptop loadtest URL`: one cell against a server that is already running.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadtestArgs {
+    /// Base URL of the server, e.g. http://127.0.0.1:30000
+    pub url: String,
+    /// The `model` field (default: the first model the server lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Requests in flight (closed loop), or the cap with --rate.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u32,
+    /// Open loop: Poisson arrivals at this many requests/s.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    #[arg(long, default_value_t = 16)]
+    pub requests: u32,
+    /// Stop after this many seconds even if requests remain.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: u32,
+    /// Prompt length in tokens (measured with the server's /tokenize).
+    #[arg(long, default_value_t = 256)]
+    pub prompt_tokens: u64,
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u32,
+    /// Use /v1/chat/completions instead of /v1/completions.
+    #[arg(long)]
+    pub chat: bool,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout: f64,
+}
+
+pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
+    use crate::load::{self, Arrival, CellLoad, Target};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .wrap_err("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let base = args.url.trim_end_matches('/').to_string();
+        let probe = load::http_client(1);
+        let (listed, limit) = load::server_model(&probe, &base).await;
+        let model = args
+            .model
+            .clone()
+            .or(listed)
+            .unwrap_or_else(|| "default".into());
+        let target = Target {
+            base,
+            api: if args.chat {
+                crate::plan::Api::Chat
+            } else {
+                crate::plan::Api::Completions
+            },
+            model,
+        };
+        let instruction = load::prompt::builtin("code").unwrap_or_default();
+        let (t, c) = (target.clone(), probe.clone());
+        let fitted = load::prompt::fit(instruction, args.prompt_tokens, move |text| {
+            let (t, c) = (t.clone(), c.clone());
+            async move { load::tokenize(&c, &t, &text).await }
+        })
+        .await;
+        let (body, measured) = match fitted {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("warning: {e}; prompt length estimated at ~4 characters per token");
+                load::prompt::fit(instruction, args.prompt_tokens, |t| async move {
+                    Ok((t.len() / 4) as u64)
+                })
+                .await
+                .unwrap_or_default()
+            }
+        };
+        let cell = CellLoad {
+            arrival: match args.rate {
+                Some(rate) => Arrival::Poisson { rate, capped: true },
+                None => Arrival::Closed,
+            },
+            concurrency: args.concurrency.max(1),
+            requests: args.requests,
+            duration: args.duration.map(std::time::Duration::from_secs_f64),
+            warmup: args.warmup,
+            max_tokens: args.max_tokens,
+            prompts: Arc::new(vec![body]),
+            request_timeout: std::time::Duration::from_secs_f64(args.request_timeout),
+            stall_timeout: std::time::Duration::from_secs_f64(args.request_timeout),
+        };
+        let client = load::http_client(cell.concurrency);
+        let seq = std::sync::atomic::AtomicU64::new(0);
+        let run = load::run_cell(&client, &target, &cell, &seq).await;
+        let metrics = load::metrics::compute(&run.records, run.wall_ns);
+        let errors: Vec<String> = run
+            .records
+            .iter()
+            .filter_map(|r| r.error.as_ref())
+            .map(|e| crate::detect::request_failure(e).message)
+            .take(5)
+            .collect();
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            let mut v = serde_json::to_value(&metrics)?;
+            v["prompt_tokens_target"] = args.prompt_tokens.into();
+            v["prompt_tokens_measured"] = measured.into();
+            v["context_limit"] = limit.into();
+            v["errors"] = errors.into();
+            writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        } else {
+            let o = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "n/a".into());
+            writeln!(
+                out,
+                "{} {} model {}",
+                target.url(),
+                if args.chat { "(chat)" } else { "" },
+                target.model
+            )?;
+            writeln!(
+                out,
+                "requests      {} ({} failed, {} short)",
+                metrics.requests, metrics.failed_requests, metrics.short_requests
+            )?;
+            writeln!(
+                out,
+                "output tokens {}{}",
+                metrics.output_tokens,
+                if metrics.tokens_estimated {
+                    " (estimated)"
+                } else {
+                    ""
+                }
+            )?;
+            writeln!(out, "duration      {:.2} s", metrics.duration_s)?;
+            writeln!(
+                out,
+                "output tok/s  {:.2}   requests/s {:.2}",
+                metrics.output_tok_s, metrics.request_per_s
+            )?;
+            writeln!(
+                out,
+                "decode tok/s  p50 {}   mean {}",
+                o(metrics.decode_tok_s_p50),
+                o(metrics.decode_tok_s_mean)
+            )?;
+            writeln!(
+                out,
+                "TTFT ms       p50 {:.2}   p90 {:.2}   p99 {:.2}   mean {:.2}",
+                metrics.ttft_ms_p50, metrics.ttft_ms_p90, metrics.ttft_ms_p99, metrics.ttft_ms_mean
+            )?;
+            writeln!(
+                out,
+                "ITL ms        p50 {}   p90 {}   p99 {}   mean {}",
+                o(metrics.itl_ms_p50),
+                o(metrics.itl_ms_p90),
+                o(metrics.itl_ms_p99),
+                o(metrics.itl_ms_mean)
+            )?;
+            writeln!(out, "TPOT ms       p50 {}", o(metrics.tpot_ms_p50))?;
+            writeln!(
+                out,
+                "E2E ms        p50 {:.2}   p99 {:.2}",
+                metrics.e2e_ms_p50, metrics.e2e_ms_p99
+            )?;
+            writeln!(
+                out,
+                "prompt tokens {:.1} mean (target {}, measured {measured})",
+                metrics.prompt_tokens_mean, args.prompt_tokens
+            )?;
+            for e in &errors {
+                writeln!(out, "error: {e}")?;
+            }
+        }
+        Ok(
+            if metrics.failed_requests == 0 && metrics.output_tokens > 0 {
+                0
+            } else {
+                1
+            },
+        )
+    })
+}

@@ -81,6 +81,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Measure one cell against a server that is already running.
+    Loadtest(commands::LoadtestArgs),
     /// The simulated inference server used by the demo and the tests.
     SimServer(sweeptop::sim::SimArgs),
 }
@@ -128,6 +130,7 @@ fn main() -> color_eyre::Result<()> {
             output,
         } => commands::export(&dir, format, output.as_deref())?,
         Cmd::Classify { input, json } => commands::classify(input.as_deref(), json)?,
+        Cmd::Loadtest(args) => commands::loadtest(args)?,
         Cmd::SimServer(args) => commands::sim_server(args)?,
     };
     std::process::exit(code);

@@ -1,178 +1,145 @@
-//! TEMPORARY stand-in; replaced by the real classifier.
+//! Failure detection: turns what an inference server prints and answers into
+//! a [`FailureKind`] with the evidence that proves it.
+//!
+//! sweeptop exists so that a crashed server is never recorded as a 0 tok/s
+//! measurement and a context overflow is never recorded as a bare "400". This
+//! module is where those facts are recognised:
+//! - [`LogPatterns`] / [`LogWatch`]: every server log line (SGLang, vLLM,
+//!   llama.cpp, TGI) against one table of patterns; the first fatal cause and
+//!   the lines around it, readiness, speculative decoding statistics.
+//! - [`classify_http`] / [`classify_stream_error`]: HTTP error bodies, with
+//!   the context-overflow numbers every server words differently.
+//! - [`classify_exit`]: a server process that exited.
+//! - [`classify_text`]: any text, for `sweeptop classify`.
+//!
+//! It never talks to the network and never panics on what a server sends.
+
+mod http;
+mod kind;
+mod log;
+mod text;
 mod validate;
-use serde::{Deserialize, Serialize};
+
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use http::{classify_http, classify_stream_error, context_numbers, is_overflow_message};
+pub use kind::{classify_exit, thousands, ContextNumbers, Failure, FailureKind, FailureSource};
+pub use log::{classify_line, LineClass, LogPatterns, LogWatch, EVIDENCE_CONTEXT, TAIL_KEEP};
+pub use text::{clean_line, strip_ansi};
 pub use validate::{looks_like_server_gone, request_failure, validate, ServerHealth};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    CudaIllegalInstruction,
-    CudaIllegalAddress,
-    CudaOom,
-    DeviceAssert,
-    NcclError,
-    NoKernelImage,
-    TritonError,
-    SignalCrash,
-    OomKilled,
-    ContextOverflow,
-    ServerExited,
-    StartupFailed,
-    StartupTimeout,
-    RequestTimeout,
-    Stalled,
-    HttpError,
-    ZeroTokens,
-    ConnectionError,
-}
-impl FailureKind {
-    pub fn as_str(self) -> &'static str {
-        "x"
-    }
-    pub fn parse(_s: &str) -> Option<FailureKind> {
-        None
-    }
-    pub fn badge(self) -> &'static str {
-        "X"
-    }
-    pub fn describe(self) -> &'static str {
-        "x"
-    }
-    pub fn is_fatal_server_error(self) -> bool {
-        true
-    }
-}
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureSource {
-    ServerLog,
-    Http,
-    Preflight,
-    Client,
-    Exit,
-}
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct ContextNumbers {
-    pub limit: Option<u64>,
-    pub prompt_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub total_tokens: Option<u64>,
-}
-impl ContextNumbers {
-    pub fn summary(&self, _status: Option<u16>) -> String {
-        String::new()
-    }
-}
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Failure {
-    pub kind: FailureKind,
-    pub source: FailureSource,
-    pub message: String,
-    pub evidence: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<ContextNumbers>,
-}
-#[derive(Debug, Clone, PartialEq)]
-pub enum LineClass {
-    Plain,
-    Fatal(FailureKind),
-    Ready,
-    SpecStats { accept_len: f64 },
-    ServerGone,
-}
-pub struct LogPatterns;
-impl LogPatterns {
-    pub fn builtin() -> LogPatterns {
-        LogPatterns
-    }
-    pub fn with_extra(_extra: &[(String, FailureKind)]) -> Result<LogPatterns, regex::Error> {
-        Ok(LogPatterns)
-    }
-    pub fn classify(&self, line: &str) -> LineClass {
-        if line.contains("illegal instruction was") {
-            LineClass::Fatal(FailureKind::CudaIllegalInstruction)
-        } else {
-            LineClass::Plain
-        }
-    }
-}
-pub struct LogWatch {
-    p: Arc<LogPatterns>,
-    first: Option<FailureKind>,
-    lines: Vec<String>,
-}
-impl LogWatch {
-    pub fn new(patterns: Arc<LogPatterns>) -> LogWatch {
-        LogWatch {
-            p: patterns,
-            first: None,
-            lines: vec![],
-        }
-    }
-    pub fn push(&mut self, line: &str) -> LineClass {
-        let c = self.p.classify(line);
-        if let LineClass::Fatal(k) = c {
-            self.first.get_or_insert(k);
-        }
-        self.lines.push(line.to_string());
-        c
-    }
-    pub fn first_fatal(&self) -> Option<FailureKind> {
-        self.first
-    }
-    pub fn failure(&self) -> Option<Failure> {
-        self.first.map(|k| Failure {
-            kind: k,
-            source: FailureSource::ServerLog,
-            message: String::new(),
-            evidence: vec![],
-            context: None,
-        })
-    }
-    pub fn tail(&self, n: usize) -> Vec<String> {
-        self.lines.iter().rev().take(n).rev().cloned().collect()
-    }
-    pub fn last_accept_len(&self) -> Option<f64> {
-        None
-    }
-}
-pub fn classify_http(status: u16, body: &str) -> Failure {
-    Failure {
-        kind: if body.contains("context length") {
-            FailureKind::ContextOverflow
-        } else {
-            FailureKind::HttpError
-        },
-        source: FailureSource::Http,
-        message: format!("HTTP {status}"),
-        evidence: vec![],
-        context: None,
-    }
-}
-pub fn classify_stream_error(_value: &serde_json::Value) -> Failure {
-    classify_http(200, "")
-}
+/// What `sweeptop classify` reports for a piece of text.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Classification {
+    /// `None` when nothing matched.
     pub kind: Option<FailureKind>,
+    /// The line (log) or body (HTTP) that proves it.
     pub evidence: Option<String>,
+    /// Overflow numbers, for a context overflow.
     pub context: Option<ContextNumbers>,
+    /// A one-line explanation: the HTTP message, or the kind in words with
+    /// the overflow summary.
     pub message: Option<String>,
 }
-pub fn classify_text(_text: &str) -> Classification {
-    Classification {
-        kind: None,
-        evidence: None,
-        context: None,
-        message: None,
+
+impl Classification {
+    fn none() -> Classification {
+        Classification {
+            kind: None,
+            evidence: None,
+            context: None,
+            message: None,
+        }
+    }
+
+    fn from_http(failure: Failure, status: u16) -> Classification {
+        let message = match &failure.context {
+            Some(ctx) => format!("{} ({})", failure.message, ctx.summary(Some(status))),
+            None => failure.message,
+        };
+        Classification {
+            kind: Some(failure.kind),
+            evidence: failure.evidence.into_iter().next(),
+            context: failure.context,
+            message: Some(message),
+        }
     }
 }
-pub fn classify_exit(
-    _code: Option<i32>,
-    _signal: Option<i32>,
-    logged: Option<FailureKind>,
-    _tail: &[String],
-) -> FailureKind {
-    logged.unwrap_or(FailureKind::ServerExited)
+
+/// A JSON error body in `text`, as (status, body). Accepts the body alone,
+/// an SSE `data:` line, or a `curl -i` style dump whose status line gives
+/// the status when the body does not.
+fn find_error_body(text: &str) -> Option<(u16, &str)> {
+    let trimmed = text.trim();
+    let mut candidates = vec![trimmed];
+    if let Some(rest) = trimmed.strip_prefix("data:") {
+        candidates.push(rest.trim());
+    }
+    if let (Some(start), Some(end)) = (trimmed.find('{'), trimmed.rfind('}')) {
+        if start < end {
+            candidates.push(&trimmed[start..=end]);
+        }
+    }
+    for body in candidates {
+        let Ok(value) = serde_json::from_str::<Value>(body) else {
+            continue;
+        };
+        if !http::looks_like_error_body(&value) {
+            continue;
+        }
+        let status = http::body_status(&value)
+            .or_else(|| status_line(trimmed))
+            .unwrap_or(400);
+        return Some((status, body));
+    }
+    None
+}
+
+/// `HTTP/1.1 422 Unprocessable Entity` -> 422.
+fn status_line(text: &str) -> Option<u16> {
+    let first = text.lines().next()?.trim();
+    let rest = first.strip_prefix("HTTP/")?;
+    let code = rest.split_whitespace().nth(1)?;
+    code.parse::<u16>().ok().filter(|c| (100..=599).contains(c))
+}
+
+/// Find the failure kind in arbitrary text: a log excerpt or an HTTP error
+/// body. A JSON error body goes to the HTTP classifier (status from the
+/// body's `code`, else a status line, else 400). Otherwise the lines go
+/// through a [`LogWatch`]; a fatal log cause wins over an overflow message
+/// in the same excerpt (a crash is the bigger news), and an overflow message
+/// alone is classified like an HTTP body. `kind` is `None` when nothing
+/// matched: a log without a cause is not an HTTP error.
+pub fn classify_text(text: &str) -> Classification {
+    if let Some((status, body)) = find_error_body(text) {
+        return Classification::from_http(classify_http(status, body), status);
+    }
+
+    let mut watch = LogWatch::new(Arc::new(LogPatterns::builtin()));
+    for line in text.lines() {
+        watch.push(line);
+    }
+    if let Some(failure) = watch.failure() {
+        return Classification {
+            kind: Some(failure.kind),
+            message: Some(failure.kind.describe().to_string()),
+            evidence: Some(failure.message),
+            context: None,
+        };
+    }
+
+    if let Some(line) = text.lines().find(|l| is_overflow_message(l)) {
+        let line = clean_line(line);
+        let status = status_line(text.trim()).unwrap_or(400);
+        return Classification::from_http(classify_http(status, &line), status);
+    }
+    Classification::none()
 }

@@ -530,6 +530,9 @@ impl Engine {
                         break;
                     }
                     CellEnd::ServerDied(r, failure) => {
+                        if attempt >= config.retries {
+                            self.record(r.clone())?;
+                        }
                         self.stop(config, &mut live.server).await;
                         if attempt < config.retries {
                             // Not recorded: the cell runs again on a fresh server.
@@ -547,7 +550,6 @@ impl Engine {
                             remaining.push_front(cell);
                             break;
                         }
-                        self.record(r)?;
                         let not_run = Failure {
                             message: format!(
                                 "not run: the server died in {} ({})",
@@ -618,7 +620,15 @@ impl Engine {
                 )));
             }
         }
-        if let Some(snap) = self.gpu.as_ref().and_then(|g| g.latest()) {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let fresh = match &self.gpu {
+            Some(g) => g.fresh_after(now_ms).await,
+            None => None,
+        };
+        if let Some(snap) = fresh {
             let foreign = crate::gpu::foreign_processes(&snap, config.gpus.as_deref());
             if !foreign.is_empty() {
                 let list: Vec<String> = foreign
@@ -1056,6 +1066,11 @@ impl Engine {
         };
         let limits = self.plan.limits.clone();
         let load = CellLoad {
+            arrival: match w.rate {
+                Some(rate) => load::Arrival::Poisson { rate, capped: true },
+                None => load::Arrival::Closed,
+            },
+            duration: w.duration_s.map(Duration::from_secs_f64),
             concurrency: cell.concurrency,
             requests: w.requests,
             warmup: w.warmup,
@@ -1076,6 +1091,9 @@ impl Engine {
         let mut fatal = live.server.fatal.clone();
         let cell_deadline = tokio::time::sleep(Duration::from_secs_f64(limits.cell_timeout_s));
         tokio::pin!(cell_deadline);
+        let spec_before = load::spec::metrics_text(&client, &live.target.base)
+            .await
+            .and_then(|t| load::spec::parse(&t));
         let seq = self.seq.clone();
         let run_fut = load::run_cell(&client, &live.target, &load, &seq);
         tokio::pin!(run_fut);
@@ -1141,6 +1159,12 @@ impl Engine {
                 live.server.drain_logs(Duration::from_secs(2)).await;
             }
         }
+        if let Err(e) = self.run.write_requests(&cell.id, &run.records) {
+            self.notice(
+                Level::Warn,
+                format!("{}: raw request records not kept: {e}", cell.id),
+            );
+        }
         let mut metrics = load::metrics::compute(&run.records, run.wall_ns);
         if let Some(g) = &self.gpu {
             (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = g.end_cell(&active);
@@ -1153,6 +1177,17 @@ impl Engine {
             .unwrap_or_default();
         if !accept.is_empty() {
             metrics.accept_len = Some(accept.iter().sum::<f64>() / accept.len() as f64);
+        }
+        // Counters (vLLM) are exact over the cell; prefer them to sampled log lines.
+        if let Some(text) = load::spec::metrics_text(&client, &live.target.base).await {
+            let counted = spec_before
+                .zip(load::spec::parse(&text))
+                .and_then(|(before, after)| load::spec::accept_len(before, after));
+            if let Some(a) = counted {
+                metrics.accept_len = Some(a);
+            } else if metrics.accept_len.is_none() {
+                metrics.accept_len = load::spec::sglang_gauge(&text);
+            }
         }
         let health = ServerHealth {
             died: self.death_failure(&live.server),

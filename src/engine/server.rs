@@ -157,6 +157,10 @@ impl Server {
     pub async fn drain_logs(&mut self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;
         for r in &mut self.readers {
+            // A JoinHandle must not be polled again once it has completed.
+            if r.is_finished() {
+                continue;
+            }
             if tokio::time::timeout_at(deadline, &mut *r).await.is_err() {
                 break;
             }
@@ -299,8 +303,9 @@ fn handle_line(ctx: &ReaderCtx, raw: &[u8]) {
                 }
                 LogMark::Plain
             }
-            LineClass::Plain if ready_line => LogMark::Ready,
-            LineClass::Plain => LogMark::Plain,
+            // llama.cpp reports an acceptance rate, not a length: not comparable.
+            LineClass::Plain | LineClass::DraftAcceptance { .. } if ready_line => LogMark::Ready,
+            LineClass::Plain | LineClass::DraftAcceptance { .. } => LogMark::Plain,
         }
     };
     // Views may miss lines under a flood (the log file has them all).

@@ -27,6 +27,7 @@ pub struct Telemetry {
     shared: Arc<Mutex<Shared>>,
     server_pgid: Arc<AtomicU32>,
     sim: Option<SimGpus>,
+    interval: Duration,
 }
 
 impl Telemetry {
@@ -53,6 +54,7 @@ impl Telemetry {
                 shared,
                 server_pgid,
                 sim,
+                interval,
             };
         }
         let pg = server_pgid.clone();
@@ -97,6 +99,26 @@ impl Telemetry {
             shared,
             server_pgid,
             sim,
+            interval,
+        }
+    }
+
+    /// The first snapshot taken after `after_ms` (unix ms), waiting at most two
+    /// sampling intervals: preflight must not judge the GPUs by a sample taken
+    /// while the previous server still ran.
+    pub async fn fresh_after(&self, after_ms: u64) -> Option<GpuSnapshot> {
+        self._sampler.as_ref()?;
+        let deadline = tokio::time::Instant::now()
+            + self.interval.max(super::MIN_INTERVAL) * 2
+            + Duration::from_millis(200);
+        loop {
+            if let Some(s) = self.latest().filter(|s| s.at_ms > after_ms) {
+                return Some(s);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 

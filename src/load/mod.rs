@@ -5,6 +5,7 @@
 pub mod client;
 pub mod metrics;
 pub mod prompt;
+pub mod spec;
 pub mod sse;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,11 +15,24 @@ use std::time::Duration;
 pub use client::{http_client, RequestError, RequestRecord, Target};
 pub use metrics::Metrics;
 
+/// How requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// Closed loop: `concurrency` requests in flight, a new one as each ends.
+    Closed,
+    /// Open loop: Poisson arrivals at `rate` requests/s, optionally capped at
+    /// `concurrency` in flight (arrivals wait for a free slot).
+    Poisson { rate: f64, capped: bool },
+}
+
 /// What one cell sends.
 #[derive(Debug, Clone)]
 pub struct CellLoad {
+    pub arrival: Arrival,
     pub concurrency: u32,
+    /// Measured requests (with `duration`, whichever ends first).
     pub requests: u32,
+    pub duration: Option<Duration>,
     pub warmup: u32,
     pub max_tokens: u32,
     /// The prompt bodies (cycled); each request gets its own prefix.
@@ -36,9 +50,8 @@ pub struct CellRun {
     pub stalled_for: Option<Duration>,
 }
 
-/// Run a cell: warm-up requests (not measured), then `requests` requests with
-/// `concurrency` in flight (closed loop). Dropping the future cancels every
-/// request.
+/// Run a cell: warm-up requests (closed loop, not measured), then the measured
+/// requests. Dropping the future cancels every request.
 pub async fn run_cell(
     client: &reqwest::Client,
     target: &Target,
@@ -46,69 +59,87 @@ pub async fn run_cell(
     seq: &AtomicU64,
 ) -> CellRun {
     if load.warmup > 0 {
-        let warm = closed_loop(
-            client,
-            target,
-            load,
-            load.warmup,
-            load.concurrency.min(load.warmup),
-            seq,
-        )
-        .await;
-        if warm.stalled_for.is_some() {
-            return warm;
+        let warm = CellLoad {
+            arrival: Arrival::Closed,
+            concurrency: load.concurrency.min(load.warmup),
+            requests: load.warmup,
+            duration: None,
+            ..load.clone()
+        };
+        let run = drive(client, target, &warm, seq).await;
+        if run.stalled_for.is_some() {
+            return run;
         }
     }
-    closed_loop(client, target, load, load.requests, load.concurrency, seq).await
+    drive(client, target, load, seq).await
 }
 
-async fn closed_loop(
+/// Issue requests per the arrival process and collect their records.
+async fn drive(
     client: &reqwest::Client,
     target: &Target,
     load: &CellLoad,
-    total: u32,
-    concurrency: u32,
     seq: &AtomicU64,
 ) -> CellRun {
     let progress = Arc::new(client::Progress::new());
-    let next = Arc::new(AtomicU64::new(0));
-    let first_seq = seq.fetch_add(total as u64, Ordering::Relaxed);
+    let first_seq = seq.fetch_add(load.requests as u64, Ordering::Relaxed);
+    let start = tokio::time::Instant::now();
+    let end = load.duration.map(|d| start + d);
+    let mut rng = first_seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next_arrival = start;
     let mut set = tokio::task::JoinSet::new();
-    for _ in 0..concurrency.max(1).min(total.max(1)) {
-        let (client, target, progress, next, prompts) = (
-            client.clone(),
-            target.clone(),
-            progress.clone(),
-            next.clone(),
-            load.prompts.clone(),
-        );
-        let (max_tokens, timeout) = (load.max_tokens, load.request_timeout);
-        set.spawn(async move {
-            let mut out = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total as u64 {
-                    break;
-                }
-                let body = &prompts[(i as usize) % prompts.len().max(1)];
-                let text = format!("{}{}", prompt::nonce(first_seq + i), body);
-                out.push(
-                    client::send(&client, &target, &text, max_tokens, timeout, &progress).await,
-                );
-            }
-            out
-        });
-    }
-    let mut records = Vec::with_capacity(total as usize);
+    let mut issued: u32 = 0;
+    let mut records = Vec::with_capacity(load.requests.min(1 << 16) as usize);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let slots = load.concurrency.max(1) as usize;
     loop {
+        let now = tokio::time::Instant::now();
+        let more = issued < load.requests && end.is_none_or(|e| now < e);
+        let room = match load.arrival {
+            Arrival::Closed | Arrival::Poisson { capped: true, .. } => set.len() < slots,
+            Arrival::Poisson { capped: false, .. } => true,
+        };
+        let due = match load.arrival {
+            Arrival::Closed => true,
+            Arrival::Poisson { .. } => now >= next_arrival,
+        };
+        if more && room && due {
+            let i = issued as u64;
+            issued += 1;
+            if let Arrival::Poisson { rate, .. } = load.arrival {
+                next_arrival += exponential(&mut rng, rate);
+            }
+            let (client, target, progress, prompts) = (
+                client.clone(),
+                target.clone(),
+                progress.clone(),
+                load.prompts.clone(),
+            );
+            let (max_tokens, timeout) = (load.max_tokens, load.request_timeout);
+            set.spawn(async move {
+                let body = &prompts[(i as usize) % prompts.len().max(1)];
+                let text = format!("{}{}", prompt::nonce(first_seq + i), body);
+                client::send(&client, &target, &text, max_tokens, timeout, &progress).await
+            });
+            continue;
+        }
+        if !more && set.is_empty() {
+            break;
+        }
+        let wake = if more && room {
+            next_arrival
+        } else {
+            now + Duration::from_secs(3600)
+        };
         tokio::select! {
-            joined = set.join_next() => match joined {
-                Some(Ok(mut recs)) => records.append(&mut recs),
-                Some(Err(_)) => {}
-                None => break,
-            },
+            joined = set.join_next(), if !set.is_empty() => {
+                if let Some(Ok(rec)) = joined {
+                    records.push(rec);
+                }
+            }
+            _ = tokio::time::sleep_until(wake), if more && room => {}
+            _ = tokio::time::sleep_until(end.unwrap_or(wake)), if more && end.is_some() => {}
             _ = tick.tick() => {
                 let now = progress.now_ns();
                 let idle = now.saturating_sub(progress.last_ns.load(Ordering::Relaxed));
@@ -125,6 +156,15 @@ async fn closed_loop(
         records,
         stalled_for: None,
     }
+}
+
+/// An exponential inter-arrival time for a Poisson process of `rate` per second.
+fn exponential(state: &mut u64, rate: f64) -> Duration {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    let u = ((*state >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    Duration::from_secs_f64((-u.ln() / rate.max(1e-9)).min(3600.0))
 }
 
 /// Measure a text with the server's tokenizer (`POST /tokenize`), if it has one.

@@ -81,6 +81,8 @@ pub struct Workload {
     pub requests: u32,
     pub max_tokens: u32,
     pub warmup: u32,
+    pub rate: Option<f64>,
+    pub duration_s: Option<f64>,
     pub overflow: Overflow,
 }
 
@@ -447,6 +449,11 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
         if w.requests == 0 || w.max_tokens == 0 {
             return Err(ctx.err(w.id.span(), "`requests` and `max_tokens` must be positive"));
         }
+        for v in [&w.rate, &w.duration_s].into_iter().flatten() {
+            if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) {
+                return Err(ctx.err(v.span(), "must be a positive number"));
+            }
+        }
         let p = w.prompt.get_ref();
         let ok = match p.split_once(':') {
             Some(("builtin", name)) => crate::load::prompt::builtin(name).is_some(),
@@ -470,6 +477,8 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
             requests: w.requests,
             max_tokens: w.max_tokens,
             warmup: w.warmup,
+            rate: w.rate.as_ref().map(|r| *r.get_ref()),
+            duration_s: w.duration_s.as_ref().map(|r| *r.get_ref()),
             overflow: w.overflow,
         });
     }

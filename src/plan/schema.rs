@@ -150,6 +150,13 @@ pub struct RawWorkload {
     pub max_tokens: u32,
     #[serde(default)]
     pub warmup: u32,
+    /// Open loop: Poisson arrivals at this many requests/s (concurrency caps
+    /// the requests in flight). Without it: closed loop at each concurrency.
+    #[serde(default)]
+    pub rate: Option<Spanned<f64>>,
+    /// Stop a cell after this many seconds even if requests remain.
+    #[serde(default)]
+    pub duration_s: Option<Spanned<f64>>,
     /// What to do with a prompt that would not fit: clamp (default), fail, send.
     #[serde(default)]
     pub overflow: Overflow,

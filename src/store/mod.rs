@@ -19,6 +19,7 @@ pub const PLAN: &str = "plan.toml";
 pub const META: &str = "run.json";
 pub const SERVER_PID: &str = "server.pid";
 pub const LOGS: &str = "logs";
+pub const REQUESTS: &str = "requests";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -141,6 +142,28 @@ impl RunDir {
         self.events.write_all(b"\n").map_err(io_err(&p))?;
         self.events.flush().map_err(io_err(&p))?;
         Ok(())
+    }
+
+    /// Keep a cell's raw per-request timelines (`requests/<cell>.jsonl`), so any
+    /// metric definition can be recomputed later. Best effort: a failure here is
+    /// reported by the caller but never loses the cell's result.
+    pub fn write_requests(
+        &self,
+        cell: &str,
+        records: &[crate::load::RequestRecord],
+    ) -> Result<PathBuf, StoreError> {
+        let dir = self.path.join(REQUESTS);
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let p = dir.join(format!("{}.jsonl", cell.replace('/', "__")));
+        let f = File::create(&p).map_err(io_err(&p))?;
+        let mut w = BufWriter::new(f);
+        for r in records {
+            serde_json::to_writer(&mut w, r)
+                .map_err(|e| StoreError::Invalid(format!("cannot encode request record: {e}")))?;
+            w.write_all(b"\n").map_err(io_err(&p))?;
+        }
+        w.flush().map_err(io_err(&p))?;
+        Ok(p)
     }
 
     pub fn log_path(&self, config: &str) -> PathBuf {

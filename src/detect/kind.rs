@@ -1,0 +1,525 @@
+//! The failure vocabulary: what went wrong ([`FailureKind`]), where we saw it
+//! ([`FailureSource`]), and the record a failed cell carries ([`Failure`]).
+//!
+//! The kind names are a contract (`results.jsonl` `failure.kind`, plan pattern
+//! entries), so `as_str`, `parse` and serde all read the same table.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a cell (or a server) failed. Serialized in snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    CudaIllegalInstruction,
+    CudaIllegalAddress,
+    CudaOom,
+    DeviceAssert,
+    NcclError,
+    NoKernelImage,
+    TritonError,
+    SignalCrash,
+    OomKilled,
+    ContextOverflow,
+    ServerExited,
+    StartupFailed,
+    StartupTimeout,
+    RequestTimeout,
+    Stalled,
+    HttpError,
+    ZeroTokens,
+    ConnectionError,
+}
+
+/// One row per kind: (kind, snake_case name, grid badge, human words).
+/// The single source for `as_str`, `parse`, `badge` and `describe`.
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 18] = [
+    (
+        FailureKind::CudaIllegalInstruction,
+        "cuda_illegal_instruction",
+        "ILL-INSTR",
+        "CUDA illegal instruction",
+    ),
+    (
+        FailureKind::CudaIllegalAddress,
+        "cuda_illegal_address",
+        "ILL-ADDR",
+        "CUDA illegal memory access",
+    ),
+    (
+        FailureKind::CudaOom,
+        "cuda_oom",
+        "OOM",
+        "CUDA out of memory",
+    ),
+    (
+        FailureKind::DeviceAssert,
+        "device_assert",
+        "ASSERT",
+        "CUDA device-side assert",
+    ),
+    (FailureKind::NcclError, "nccl_error", "NCCL", "NCCL error"),
+    (
+        FailureKind::NoKernelImage,
+        "no_kernel_image",
+        "NO-KERNEL",
+        "no kernel image for this GPU",
+    ),
+    (
+        FailureKind::TritonError,
+        "triton_error",
+        "TRITON",
+        "Triton error",
+    ),
+    (
+        FailureKind::SignalCrash,
+        "signal_crash",
+        "SIGNAL",
+        "crashed on a signal",
+    ),
+    (
+        FailureKind::OomKilled,
+        "oom_killed",
+        "OOM-KILL",
+        "killed for lack of host memory",
+    ),
+    (
+        FailureKind::ContextOverflow,
+        "context_overflow",
+        "CTX 400",
+        "context overflow",
+    ),
+    (
+        FailureKind::ServerExited,
+        "server_exited",
+        "EXITED",
+        "server exited",
+    ),
+    (
+        FailureKind::StartupFailed,
+        "startup_failed",
+        "START-ERR",
+        "server failed to start",
+    ),
+    (
+        FailureKind::StartupTimeout,
+        "startup_timeout",
+        "START-TMO",
+        "server start timed out",
+    ),
+    (
+        FailureKind::RequestTimeout,
+        "request_timeout",
+        "REQ-TMO",
+        "request timed out",
+    ),
+    (
+        FailureKind::Stalled,
+        "stalled",
+        "STALL",
+        "stalled: no tokens arriving",
+    ),
+    (FailureKind::HttpError, "http_error", "HTTP", "HTTP error"),
+    (
+        FailureKind::ZeroTokens,
+        "zero_tokens",
+        "0-TOK",
+        "zero tokens generated",
+    ),
+    (
+        FailureKind::ConnectionError,
+        "connection_error",
+        "CONN",
+        "connection error",
+    ),
+];
+
+impl FailureKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [FailureKind; 18] = [
+        FailureKind::CudaIllegalInstruction,
+        FailureKind::CudaIllegalAddress,
+        FailureKind::CudaOom,
+        FailureKind::DeviceAssert,
+        FailureKind::NcclError,
+        FailureKind::NoKernelImage,
+        FailureKind::TritonError,
+        FailureKind::SignalCrash,
+        FailureKind::OomKilled,
+        FailureKind::ContextOverflow,
+        FailureKind::ServerExited,
+        FailureKind::StartupFailed,
+        FailureKind::StartupTimeout,
+        FailureKind::RequestTimeout,
+        FailureKind::Stalled,
+        FailureKind::HttpError,
+        FailureKind::ZeroTokens,
+        FailureKind::ConnectionError,
+    ];
+
+    fn row(self) -> &'static (FailureKind, &'static str, &'static str, &'static str) {
+        // KIND_TABLE is in declaration order, so the discriminant is the index;
+        // the test `table_rows_are_in_declaration_order` keeps that true.
+        &KIND_TABLE[self as usize]
+    }
+
+    /// The snake_case name, identical to the serde form.
+    pub fn as_str(self) -> &'static str {
+        self.row().1
+    }
+
+    /// Inverse of [`FailureKind::as_str`]; surrounding whitespace is ignored.
+    pub fn parse(s: &str) -> Option<FailureKind> {
+        let s = s.trim();
+        KIND_TABLE.iter().find(|row| row.1 == s).map(|row| row.0)
+    }
+
+    /// Short badge for a grid cell (at most 9 characters).
+    pub fn badge(self) -> &'static str {
+        self.row().2
+    }
+
+    /// Human words for a status line or a report.
+    pub fn describe(self) -> &'static str {
+        self.row().3
+    }
+
+    /// True for the kinds that mean the server process itself is broken (GPU
+    /// faults and crashes), so the server must be restarted before the next
+    /// cell. `ServerExited` is not included: it is the fallback when no cause
+    /// is known, and the process is already gone.
+    pub fn is_fatal_server_error(self) -> bool {
+        matches!(
+            self,
+            FailureKind::CudaIllegalInstruction
+                | FailureKind::CudaIllegalAddress
+                | FailureKind::CudaOom
+                | FailureKind::DeviceAssert
+                | FailureKind::NcclError
+                | FailureKind::NoKernelImage
+                | FailureKind::TritonError
+                | FailureKind::SignalCrash
+                | FailureKind::OomKilled
+        )
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the failure was observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureSource {
+    ServerLog,
+    Http,
+    Preflight,
+    Client,
+    Exit,
+}
+
+/// Numbers pulled from a context-overflow message, when present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ContextNumbers {
+    /// The model's context length (N).
+    pub limit: Option<u64>,
+    /// Tokens in the prompt (P).
+    pub prompt_tokens: Option<u64>,
+    /// Tokens asked for as output (M).
+    pub output_tokens: Option<u64>,
+    /// The total the server says was requested (T).
+    pub total_tokens: Option<u64>,
+}
+
+impl ContextNumbers {
+    /// True when no number was found.
+    pub fn is_empty(&self) -> bool {
+        *self == ContextNumbers::default()
+    }
+
+    /// Tokens the request needed: the server's total, else prompt + output,
+    /// else the prompt alone.
+    pub fn requested(&self) -> Option<u64> {
+        self.total_tokens
+            .or_else(|| match (self.prompt_tokens, self.output_tokens) {
+                (Some(p), Some(m)) => Some(p.saturating_add(m)),
+                _ => None,
+            })
+            .or(self.prompt_tokens)
+    }
+
+    /// Grid text such as `ctx 400: 33,012 > 32,768`; with fewer numbers it
+    /// degrades to `ctx 400: max_tokens 40,000 > 32,768`, `ctx 400: 33,012
+    /// tokens`, `ctx 400: limit 32,768` or just `ctx 400`.
+    pub fn summary(&self, status: Option<u16>) -> String {
+        let head = match status {
+            Some(s) => format!("ctx {s}"),
+            None => "ctx".to_string(),
+        };
+        match (self.requested(), self.output_tokens, self.limit) {
+            (Some(r), _, Some(n)) => format!("{head}: {} > {}", thousands(r), thousands(n)),
+            (None, Some(m), Some(n)) => {
+                format!("{head}: max_tokens {} > {}", thousands(m), thousands(n))
+            }
+            (Some(r), _, None) => format!("{head}: {} tokens", thousands(r)),
+            (None, _, Some(n)) => format!("{head}: limit {}", thousands(n)),
+            (None, Some(m), None) => format!("{head}: max_tokens {}", thousands(m)),
+            (None, None, None) => head,
+        }
+    }
+}
+
+/// `33012` -> `33,012`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The record a failed cell carries (`failure` in `results.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub source: FailureSource,
+    pub message: String,
+    /// The lines that prove it: log lines around the cause, or the HTTP body.
+    pub evidence: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextNumbers>,
+}
+
+const SIGILL: i32 = 4;
+const SIGABRT: i32 = 6;
+const SIGBUS: i32 = 7;
+const SIGKILL: i32 = 9;
+const SIGSEGV: i32 = 11;
+
+/// Kind for a server process that exited.
+///
+/// A specific cause already found in its log (`logged`, from
+/// `LogWatch::first_fatal`) wins over anything the exit status suggests: a
+/// CUDA fault usually ends in SIGABRT, and the fault is the news. Otherwise
+/// SIGKILL with `Killed` (or a kernel OOM line) in the log tail is the OOM
+/// killer, SIGSEGV/SIGILL/SIGABRT/SIGBUS is a crash, and anything else is a
+/// plain exit. Shell-style codes (128 + signal) and negative codes (-signal,
+/// as Python reports them) are read as signals too.
+pub fn classify_exit(
+    code: Option<i32>,
+    signal: Option<i32>,
+    logged: Option<FailureKind>,
+    tail: &[String],
+) -> FailureKind {
+    if let Some(kind) = logged {
+        if kind != FailureKind::ServerExited {
+            return kind;
+        }
+    }
+    let signal = signal.or(match code {
+        Some(c) if (129..=159).contains(&c) => Some(c - 128),
+        Some(c) if (-31..=-1).contains(&c) => Some(-c),
+        _ => None,
+    });
+    let oom_in_tail = tail.iter().any(|line| {
+        let t = line.trim();
+        let lower = t.to_ascii_lowercase();
+        t == "Killed"
+            || lower.ends_with(" killed")
+            || lower.contains("out of memory: killed process")
+            || lower.contains(" killed ")
+    });
+    match signal {
+        Some(SIGKILL) if oom_in_tail => FailureKind::OomKilled,
+        Some(SIGSEGV | SIGILL | SIGABRT | SIGBUS) => FailureKind::SignalCrash,
+        _ => FailureKind::ServerExited,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_rows_are_in_declaration_order() {
+        for (i, kind) in FailureKind::ALL.iter().enumerate() {
+            assert_eq!(KIND_TABLE[i].0, *kind);
+            assert_eq!(*kind as usize, i);
+        }
+    }
+
+    #[test]
+    fn as_str_matches_serde_and_parse_inverts_it() {
+        for kind in FailureKind::ALL {
+            let json = serde_json::to_string(&kind).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", kind.as_str()));
+            assert_eq!(FailureKind::parse(kind.as_str()), Some(kind));
+            let back: FailureKind = serde_json::from_str(&json).unwrap_or(FailureKind::Stalled);
+            assert_eq!(back, kind);
+        }
+        assert_eq!(FailureKind::parse("nope"), None);
+        assert_eq!(FailureKind::parse(""), None);
+        assert_eq!(
+            FailureKind::parse(" cuda_oom\n"),
+            Some(FailureKind::CudaOom)
+        );
+    }
+
+    #[test]
+    fn badges_are_short_and_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for kind in FailureKind::ALL {
+            assert!(kind.badge().chars().count() <= 9, "{kind:?}");
+            assert!(
+                seen.insert(kind.badge()),
+                "duplicate badge {}",
+                kind.badge()
+            );
+            assert!(!kind.describe().is_empty());
+        }
+        assert_eq!(FailureKind::CudaIllegalInstruction.badge(), "ILL-INSTR");
+        assert_eq!(FailureKind::ContextOverflow.badge(), "CTX 400");
+        assert_eq!(FailureKind::ZeroTokens.badge(), "0-TOK");
+        assert_eq!(
+            FailureKind::CudaIllegalInstruction.describe(),
+            "CUDA illegal instruction"
+        );
+        assert_eq!(FailureKind::ContextOverflow.describe(), "context overflow");
+    }
+
+    #[test]
+    fn fatal_server_errors_are_the_gpu_and_crash_kinds() {
+        let fatal: Vec<_> = FailureKind::ALL
+            .into_iter()
+            .filter(|k| k.is_fatal_server_error())
+            .collect();
+        assert_eq!(fatal.len(), 9);
+        assert!(FailureKind::CudaIllegalInstruction.is_fatal_server_error());
+        assert!(FailureKind::OomKilled.is_fatal_server_error());
+        assert!(!FailureKind::ContextOverflow.is_fatal_server_error());
+        assert!(!FailureKind::HttpError.is_fatal_server_error());
+        assert!(!FailureKind::ServerExited.is_fatal_server_error());
+    }
+
+    #[test]
+    fn summary_formats_and_degrades() {
+        let full = ContextNumbers {
+            limit: Some(32768),
+            prompt_tokens: Some(32756),
+            output_tokens: Some(256),
+            total_tokens: Some(33012),
+        };
+        assert_eq!(full.summary(Some(400)), "ctx 400: 33,012 > 32,768");
+        let pm = ContextNumbers {
+            total_tokens: None,
+            ..full
+        };
+        assert_eq!(pm.summary(Some(400)), "ctx 400: 33,012 > 32,768");
+        let p = ContextNumbers {
+            limit: Some(32768),
+            prompt_tokens: Some(40000),
+            ..Default::default()
+        };
+        assert_eq!(p.summary(Some(422)), "ctx 422: 40,000 > 32,768");
+        let m = ContextNumbers {
+            limit: Some(32768),
+            output_tokens: Some(40000),
+            ..Default::default()
+        };
+        assert_eq!(m.summary(Some(400)), "ctx 400: max_tokens 40,000 > 32,768");
+        let n = ContextNumbers {
+            limit: Some(4096),
+            ..Default::default()
+        };
+        assert_eq!(n.summary(Some(400)), "ctx 400: limit 4,096");
+        let t = ContextNumbers {
+            total_tokens: Some(5000),
+            ..Default::default()
+        };
+        assert_eq!(t.summary(None), "ctx: 5,000 tokens");
+        assert_eq!(ContextNumbers::default().summary(Some(400)), "ctx 400");
+        assert_eq!(ContextNumbers::default().summary(None), "ctx");
+        assert!(ContextNumbers::default().is_empty());
+        let huge = ContextNumbers {
+            prompt_tokens: Some(u64::MAX),
+            output_tokens: Some(5),
+            limit: Some(1),
+            total_tokens: None,
+        };
+        assert!(huge.summary(Some(400)).starts_with("ctx 400: 18,446,744"));
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(32768), "32,768");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn failure_serializes_without_null_context() {
+        let f = Failure {
+            kind: FailureKind::CudaOom,
+            source: FailureSource::ServerLog,
+            message: "m".into(),
+            evidence: vec!["a".into()],
+            context: None,
+        };
+        let s = serde_json::to_string(&f).unwrap_or_default();
+        assert_eq!(
+            s,
+            r#"{"kind":"cuda_oom","source":"server_log","message":"m","evidence":["a"]}"#
+        );
+        let back: Option<Failure> = serde_json::from_str(&s).ok();
+        assert_eq!(back, Some(f));
+    }
+
+    fn lines(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn exit_classification() {
+        use FailureKind::*;
+        let killed = lines(&["INFO ok", "Killed"]);
+        assert_eq!(classify_exit(None, Some(9), None, &killed), OomKilled);
+        assert_eq!(classify_exit(Some(137), None, None, &killed), OomKilled);
+        let bash = lines(&["bash: line 1:  4242 Killed                  python -m sglang"]);
+        assert_eq!(classify_exit(None, Some(9), None, &bash), OomKilled);
+        // SIGKILL without evidence of the OOM killer may be our own stop.
+        assert_eq!(classify_exit(None, Some(9), None, &[]), ServerExited);
+        assert_eq!(classify_exit(None, Some(11), None, &[]), SignalCrash);
+        assert_eq!(classify_exit(None, Some(4), None, &[]), SignalCrash);
+        assert_eq!(classify_exit(None, Some(6), None, &[]), SignalCrash);
+        assert_eq!(classify_exit(None, Some(7), None, &[]), SignalCrash);
+        assert_eq!(classify_exit(Some(139), None, None, &[]), SignalCrash);
+        assert_eq!(classify_exit(Some(-11), None, None, &[]), SignalCrash);
+        assert_eq!(classify_exit(Some(1), None, None, &killed), ServerExited);
+        assert_eq!(classify_exit(Some(0), None, None, &[]), ServerExited);
+        assert_eq!(classify_exit(None, Some(15), None, &[]), ServerExited);
+        assert_eq!(classify_exit(None, None, None, &[]), ServerExited);
+        // A logged CUDA cause beats the SIGABRT it leads to.
+        assert_eq!(
+            classify_exit(None, Some(6), Some(CudaIllegalInstruction), &[]),
+            CudaIllegalInstruction
+        );
+        assert_eq!(classify_exit(Some(1), None, Some(CudaOom), &[]), CudaOom);
+        // A weak "server gone" log line does not hide the signal.
+        assert_eq!(
+            classify_exit(None, Some(11), Some(ServerExited), &[]),
+            SignalCrash
+        );
+        assert_eq!(
+            classify_exit(Some(i32::MIN), Some(i32::MAX), None, &[]),
+            ServerExited
+        );
+    }
+}

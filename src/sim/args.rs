@@ -1,0 +1,284 @@
+//! Command-line flags of `sweeptop sim-server` and the fault specs they carry.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Flags of the simulated inference server.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 picks a free one; the startup log names it).
+    #[arg(long)]
+    pub port: u16,
+    /// Which server to imitate: log style, error bodies, endpoints.
+    #[arg(long, value_enum, default_value_t = Flavor::Sglang)]
+    pub flavor: Flavor,
+    /// Model name served (requests naming another model get 404).
+    #[arg(long, default_value = "sim-model")]
+    pub model: String,
+    /// Context limit: prompt + max_tokens above this is rejected with 400.
+    #[arg(long, default_value_t = 32768, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    pub max_model_len: u64,
+    /// Tensor-parallel size: speeds decoding up, adds NCCL lines and per-rank errors.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub tp: u32,
+    /// Speculative decoding method: several tokens per chunk.
+    #[arg(long, value_enum, default_value_t = Method::None)]
+    pub method: Method,
+    /// Draft budget of the speculative method (ddtree's accept length grows with it).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub budget: u32,
+    /// Fixed time to first token in ms (replaces the prefill model).
+    #[arg(long)]
+    pub ttft_ms: Option<f64>,
+    /// Fixed time between tokens in ms (replaces the decode model).
+    #[arg(long)]
+    pub itl_ms: Option<f64>,
+    /// Never sleep: tokens as fast as the machine can send them.
+    #[arg(long)]
+    pub max_speed: bool,
+    /// Time from start to ready, with startup log lines meanwhile.
+    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    pub startup_ms: u64,
+    /// Fault to inject (repeatable): crash:KIND@TOKENS, startup-crash:KIND,
+    /// startup-hang, hang@TOKENS, flood:MBPS.
+    #[arg(long = "fault", value_name = "SPEC")]
+    pub faults: Vec<Fault>,
+    /// Seed of the deterministic spread of speculative accept lengths.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// The server being imitated.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Sglang,
+    Vllm,
+}
+
+/// Speculative decoding method.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    None,
+    Dflash,
+    Ddtree,
+}
+
+/// A fault to inject.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// Die with KIND's output once this many output tokens were produced in total.
+    Crash { kind: CrashKind, after_tokens: u64 },
+    /// Die with KIND's output during startup.
+    StartupCrash(CrashKind),
+    /// Never become ready.
+    StartupHang,
+    /// Stop producing tokens on every stream once this many were produced in total.
+    Hang { after_tokens: u64 },
+    /// Write benign log lines to stderr at this many megabytes per second.
+    Flood { mb_per_s: f64 },
+}
+
+/// What kind of death a crash fault imitates; the names are sweeptop's failure kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashKind {
+    CudaIllegalInstruction,
+    CudaIllegalAddress,
+    CudaOom,
+    DeviceAssert,
+    NcclError,
+    NoKernelImage,
+    TritonError,
+    SignalCrash,
+    OomKilled,
+    ServerExited,
+    EngineDead,
+}
+
+impl CrashKind {
+    pub const ALL: [CrashKind; 11] = [
+        CrashKind::CudaIllegalInstruction,
+        CrashKind::CudaIllegalAddress,
+        CrashKind::CudaOom,
+        CrashKind::DeviceAssert,
+        CrashKind::NcclError,
+        CrashKind::NoKernelImage,
+        CrashKind::TritonError,
+        CrashKind::SignalCrash,
+        CrashKind::OomKilled,
+        CrashKind::ServerExited,
+        CrashKind::EngineDead,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashKind::CudaIllegalInstruction => "cuda_illegal_instruction",
+            CrashKind::CudaIllegalAddress => "cuda_illegal_address",
+            CrashKind::CudaOom => "cuda_oom",
+            CrashKind::DeviceAssert => "device_assert",
+            CrashKind::NcclError => "nccl_error",
+            CrashKind::NoKernelImage => "no_kernel_image",
+            CrashKind::TritonError => "triton_error",
+            CrashKind::SignalCrash => "signal_crash",
+            CrashKind::OomKilled => "oom_killed",
+            CrashKind::ServerExited => "server_exited",
+            CrashKind::EngineDead => "engine_dead",
+        }
+    }
+}
+
+impl fmt::Display for CrashKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CrashKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        CrashKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = CrashKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown crash kind `{s}` (one of: {})", names.join(", "))
+            })
+    }
+}
+
+fn parse_tokens(s: &str, spec: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .map_err(|_| format!("`{spec}`: `{s}` is not a token count"))
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, String> {
+        let spec = spec.trim();
+        if spec == "startup-hang" {
+            return Ok(Fault::StartupHang);
+        }
+        if let Some(rest) = spec.strip_prefix("startup-crash:") {
+            return Ok(Fault::StartupCrash(rest.parse()?));
+        }
+        if let Some(rest) = spec.strip_prefix("crash:") {
+            let (kind, tokens) = rest
+                .split_once('@')
+                .ok_or_else(|| format!("`{spec}`: expected crash:KIND@TOKENS"))?;
+            return Ok(Fault::Crash {
+                kind: kind.parse()?,
+                after_tokens: parse_tokens(tokens, spec)?,
+            });
+        }
+        if let Some(rest) = spec.strip_prefix("hang@") {
+            return Ok(Fault::Hang {
+                after_tokens: parse_tokens(rest, spec)?,
+            });
+        }
+        if let Some(rest) = spec.strip_prefix("flood:") {
+            let mb_per_s: f64 = rest
+                .parse()
+                .map_err(|_| format!("`{spec}`: `{rest}` is not a number of MB/s"))?;
+            if !(mb_per_s.is_finite() && mb_per_s > 0.0 && mb_per_s <= 1000.0) {
+                return Err(format!("`{spec}`: MB/s must be in (0, 1000]"));
+            }
+            return Ok(Fault::Flood { mb_per_s });
+        }
+        Err(format!(
+            "unknown fault `{spec}` (expected crash:KIND@TOKENS, startup-crash:KIND, \
+             startup-hang, hang@TOKENS or flood:MBPS)"
+        ))
+    }
+}
+
+impl SimArgs {
+    /// The first token threshold at which a crash or hang fires, with what fires.
+    pub fn token_fault(&self) -> Option<(u64, TokenFault)> {
+        self.faults
+            .iter()
+            .filter_map(|f| match f {
+                Fault::Crash { kind, after_tokens } => {
+                    Some((*after_tokens, TokenFault::Crash(*kind)))
+                }
+                Fault::Hang { after_tokens } => Some((*after_tokens, TokenFault::Hang)),
+                _ => None,
+            })
+            .min_by_key(|(t, _)| *t)
+    }
+
+    pub fn startup_crash(&self) -> Option<CrashKind> {
+        self.faults.iter().find_map(|f| match f {
+            Fault::StartupCrash(k) => Some(*k),
+            _ => None,
+        })
+    }
+
+    pub fn startup_hang(&self) -> bool {
+        self.faults.contains(&Fault::StartupHang)
+    }
+
+    pub fn flood_mb_per_s(&self) -> Option<f64> {
+        self.faults.iter().find_map(|f| match f {
+            Fault::Flood { mb_per_s } => Some(*mb_per_s),
+            _ => None,
+        })
+    }
+}
+
+/// What happens when the output-token threshold of a fault is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenFault {
+    Crash(CrashKind),
+    Hang,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_fault_spec() {
+        assert_eq!(
+            "crash:cuda_illegal_instruction@500".parse::<Fault>(),
+            Ok(Fault::Crash {
+                kind: CrashKind::CudaIllegalInstruction,
+                after_tokens: 500
+            })
+        );
+        assert_eq!(
+            "startup-crash:no_kernel_image".parse::<Fault>(),
+            Ok(Fault::StartupCrash(CrashKind::NoKernelImage))
+        );
+        assert_eq!("startup-hang".parse::<Fault>(), Ok(Fault::StartupHang));
+        assert_eq!(
+            "hang@7".parse::<Fault>(),
+            Ok(Fault::Hang { after_tokens: 7 })
+        );
+        assert_eq!(
+            "flood:2.5".parse::<Fault>(),
+            Ok(Fault::Flood { mb_per_s: 2.5 })
+        );
+        for kind in CrashKind::ALL {
+            assert_eq!(kind.name().parse::<CrashKind>(), Ok(kind));
+        }
+    }
+
+    #[test]
+    fn rejects_bad_fault_specs() {
+        for bad in [
+            "crash:cuda_illegal_instruction",
+            "crash:nope@5",
+            "hang@x",
+            "flood:-1",
+            "flood:abc",
+            "explode",
+            "",
+        ] {
+            assert!(bad.parse::<Fault>().is_err(), "{bad} should not parse");
+        }
+    }
+}

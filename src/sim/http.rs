@@ -1,0 +1,648 @@
+//! The HTTP side: an OpenAI-compatible API with the flavor's extra endpoints and
+//! error bodies, on hyper's HTTP/1.1 server with keep-alive.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method as HttpMethod, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use super::args::{Flavor, Method};
+use super::engine::{self, Endpoint, Generation, Outcome, Phase, Shared, Sink};
+use super::logs::{self, Stream};
+use super::tokenizer;
+use super::wire::{self, Envelope, Message, MessageChoice, TextChoice, Usage};
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Largest request body accepted (a 32k-word prompt is a few hundred KB).
+const MAX_BODY_BYTES: usize = 64 << 20;
+const DEFAULT_MAX_TOKENS_COMPLETIONS: u64 = 16;
+const DEFAULT_MAX_TOKENS_CHAT: u64 = 256;
+
+/// Accepts connections forever; each is served on its own task.
+pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Out of file descriptors and the like: wait and go on.
+                logs::line(Stream::Stderr, format!("ERROR:    accept failed: {e}"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Tokens must leave as soon as they are written.
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handle(shared, peer, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .header_read_timeout(None)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).boxed()
+}
+
+fn response(status: StatusCode, content_type: &'static str, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    response(status, "application/json", full(value.to_string()))
+}
+
+fn detail(status: StatusCode) -> Response<Body> {
+    json_response(
+        status,
+        &json!({"detail": status.canonical_reason().unwrap_or("Error")}),
+    )
+}
+
+fn error(shared: &Shared, status: StatusCode, kind: &str, message: &str) -> Response<Body> {
+    let body = wire::error_body(shared.args.flavor, status.as_u16(), kind, message);
+    response(status, "application/json", full(body))
+}
+
+fn bad_request(shared: &Shared, message: &str) -> Response<Body> {
+    error(shared, StatusCode::BAD_REQUEST, "BadRequestError", message)
+}
+
+/// The flavor's context-overflow message (see FAILURE_SIGNATURES.md).
+pub fn overflow_message(flavor: Flavor, limit: u64, prompt: u64, completion: u64) -> String {
+    let total = prompt + completion;
+    match flavor {
+        Flavor::Sglang => format!(
+            "Requested token count exceeds the model's maximum context length of {limit} tokens. \
+             You requested a total of {total} tokens: {prompt} tokens from the input messages and \
+             {completion} tokens for the completion. Please reduce the number of tokens in the \
+             input messages or the completion to fit within the limit."
+        ),
+        Flavor::Vllm => format!(
+            "This model's maximum context length is {limit} tokens. However, you requested \
+             {total} tokens ({prompt} in the messages, {completion} in the completion). Please \
+             reduce the length of the messages or completion."
+        ),
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+async fn handle(shared: Arc<Shared>, peer: SocketAddr, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".to_string());
+    let version = match req.version() {
+        hyper::Version::HTTP_10 => "HTTP/1.0",
+        _ => "HTTP/1.1",
+    };
+    let resp = route(&shared, req).await;
+    logs::line(
+        Stream::Stdout,
+        logs::access_line(
+            &peer.to_string(),
+            method.as_str(),
+            &path,
+            version,
+            resp.status().as_u16(),
+        ),
+    );
+    resp
+}
+
+async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    // Pacing counts from here: the request's head is in.
+    let start = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let sglang = shared.args.flavor == Flavor::Sglang;
+    let allowed = match path.as_str() {
+        "/health" | "/v1/models" | "/metrics" | "/version" => HttpMethod::GET,
+        "/get_model_info" | "/get_server_info" | "/health_generate" if sglang => HttpMethod::GET,
+        "/v1/completions" | "/v1/chat/completions" | "/tokenize" => HttpMethod::POST,
+        _ => return detail(StatusCode::NOT_FOUND),
+    };
+    if method != allowed && !(method == HttpMethod::HEAD && allowed == HttpMethod::GET) {
+        return detail(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    if !shared.is_ready() {
+        return match path.as_str() {
+            "/health" => response(StatusCode::SERVICE_UNAVAILABLE, "text/plain", full("")),
+            _ => detail(StatusCode::SERVICE_UNAVAILABLE),
+        };
+    }
+    if allowed == HttpMethod::GET {
+        return match path.as_str() {
+            "/health" => response(StatusCode::OK, "text/plain", full("")),
+            "/v1/models" => json_response(StatusCode::OK, &models(shared)),
+            "/metrics" => response(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                full(metrics(shared)),
+            ),
+            "/version" => json_response(
+                StatusCode::OK,
+                &json!({"version": if sglang { "0.5.0-sim" } else { "0.10.1-sim" }}),
+            ),
+            "/get_model_info" => json_response(StatusCode::OK, &model_info(shared)),
+            "/get_server_info" => json_response(StatusCode::OK, &server_info(shared)),
+            _ => health_generate(shared).await,
+        };
+    }
+    let body = match Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return error(
+                shared,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "BadRequestError",
+                "Request body too large",
+            )
+        }
+        Err(_) => return bad_request(shared, "Could not read the request body"),
+    };
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => return bad_request(shared, "Request body must be a JSON object"),
+        Err(e) => return bad_request(shared, &format!("JSON decode error: {e}")),
+    };
+    if let Some(resp) = check_model(shared, &value) {
+        return resp;
+    }
+    match path.as_str() {
+        "/tokenize" => tokenize(shared, &value),
+        "/v1/completions" => completion(shared, &value, Endpoint::Completions, start).await,
+        _ => completion(shared, &value, Endpoint::Chat, start).await,
+    }
+}
+
+/// 404 for a model this server does not serve.
+fn check_model(shared: &Shared, body: &Value) -> Option<Response<Body>> {
+    match body.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) if *m == shared.args.model => None,
+        Some(other) => {
+            let name = other
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| other.to_string());
+            Some(error(
+                shared,
+                StatusCode::NOT_FOUND,
+                "NotFoundError",
+                &format!("The model `{name}` does not exist."),
+            ))
+        }
+    }
+}
+
+/// Prompt token count of a completions or chat body.
+fn prompt_tokens(body: &Value, endpoint: Endpoint) -> Result<u64, String> {
+    let ids = match endpoint {
+        Endpoint::Completions => match body.get("prompt") {
+            Some(p) => tokenizer::encode_prompt(p)?,
+            None => return Err("'prompt' is required".to_string()),
+        },
+        Endpoint::Chat => match body.get("messages") {
+            Some(m) => tokenizer::encode_chat(m)?,
+            None => return Err("'messages' is required".to_string()),
+        },
+    };
+    Ok(ids.len() as u64)
+}
+
+fn tokenize(shared: &Shared, body: &Value) -> Response<Body> {
+    let ids = if let Some(m) = body.get("messages") {
+        tokenizer::encode_chat(m)
+    } else if let Some(p) = body.get("prompt") {
+        tokenizer::encode_prompt(p)
+    } else {
+        Err("'prompt' or 'messages' is required".to_string())
+    };
+    match ids {
+        Ok(ids) => json_response(
+            StatusCode::OK,
+            &json!({
+                "count": ids.len(),
+                "max_model_len": shared.args.max_model_len,
+                "tokens": ids,
+                "token_strs": null,
+            }),
+        ),
+        Err(e) => bad_request(shared, &e),
+    }
+}
+
+fn bool_field(body: &Value, name: &str) -> Result<bool, String> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(format!("'{name}' must be a boolean")),
+    }
+}
+
+fn max_tokens(body: &Value, endpoint: Endpoint) -> Result<u64, String> {
+    let field = ["max_completion_tokens", "max_tokens"]
+        .into_iter()
+        .find_map(|k| body.get(k).filter(|v| !v.is_null()).map(|v| (k, v)));
+    match field {
+        None => Ok(match endpoint {
+            Endpoint::Completions => DEFAULT_MAX_TOKENS_COMPLETIONS,
+            Endpoint::Chat => DEFAULT_MAX_TOKENS_CHAT,
+        }),
+        Some((name, v)) => match v.as_i64() {
+            Some(n) if n >= 1 => Ok(n as u64),
+            Some(n) => Err(format!("{name} must be at least 1, got {n}.")),
+            None => Err(format!("'{name}' must be an integer")),
+        },
+    }
+}
+
+async fn completion(
+    shared: &Arc<Shared>,
+    body: &Value,
+    endpoint: Endpoint,
+    start: Instant,
+) -> Response<Body> {
+    let parsed = (|| {
+        let prompt = prompt_tokens(body, endpoint)?;
+        let max = max_tokens(body, endpoint)?;
+        let stream = bool_field(body, "stream")?;
+        let include_usage = match body.get("stream_options") {
+            None | Some(Value::Null) => false,
+            Some(o) => bool_field(o, "include_usage")?,
+        };
+        Ok::<_, String>((prompt, max, stream, include_usage))
+    })();
+    let (prompt, max, stream, include_usage) = match parsed {
+        Ok(p) => p,
+        Err(e) => return bad_request(shared, &e),
+    };
+    let limit = shared.args.max_model_len;
+    if prompt.saturating_add(max) > limit {
+        return bad_request(
+            shared,
+            &overflow_message(shared.args.flavor, limit, prompt, max),
+        );
+    }
+    let seq = shared.next_request_seq();
+    let id = match endpoint {
+        Endpoint::Completions => format!("cmpl-sim{seq:024x}"),
+        Endpoint::Chat => format!("chatcmpl-sim{seq:024x}"),
+    };
+    let gen = Generation {
+        endpoint,
+        id,
+        created: unix_now(),
+        model: shared.args.model.clone(),
+        prompt_tokens: prompt,
+        max_tokens: max,
+        include_usage,
+        seq,
+        start,
+    };
+    if stream {
+        let (tx, rx) = mpsc::channel::<Bytes>(16);
+        tokio::spawn(engine::generate(shared.clone(), gen, Sink::Stream(tx)));
+        let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+        });
+        let mut r = response(
+            StatusCode::OK,
+            "text/event-stream; charset=utf-8",
+            BodyExt::boxed(StreamBody::new(frames)),
+        );
+        r.headers_mut()
+            .insert("cache-control", HeaderValue::from_static("no-cache"));
+        return r;
+    }
+    let outcome = engine::generate(shared.clone(), gen.clone(), Sink::Collect(String::new())).await;
+    let text = match outcome {
+        Outcome::Done(text) => text,
+        Outcome::Failed(msg) => {
+            return error(
+                shared,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalServerError",
+                &msg,
+            )
+        }
+        Outcome::Ended => {
+            return error(
+                shared,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalServerError",
+                "generation ended",
+            )
+        }
+    };
+    let usage = Some(Usage::new(
+        gen.prompt_tokens,
+        tokenizer::count_tokens(&text),
+    ));
+    let finish_reason = Some("length");
+    let body = match endpoint {
+        Endpoint::Completions => Envelope {
+            id: &gen.id,
+            object: "text_completion",
+            created: gen.created,
+            model: &gen.model,
+            choices: vec![TextChoice {
+                index: 0,
+                text: &text,
+                logprobs: None,
+                finish_reason,
+                stop_reason: None,
+            }],
+            usage,
+        }
+        .to_json(),
+        Endpoint::Chat => Envelope {
+            id: &gen.id,
+            object: "chat.completion",
+            created: gen.created,
+            model: &gen.model,
+            choices: vec![MessageChoice {
+                index: 0,
+                message: Message {
+                    role: "assistant",
+                    content: &text,
+                    tool_calls: Vec::new(),
+                },
+                logprobs: None,
+                finish_reason,
+                stop_reason: None,
+            }],
+            usage,
+        }
+        .to_json(),
+    };
+    response(StatusCode::OK, "application/json", full(body))
+}
+
+/// SGLang's `/health_generate`: one tiny generation; a hung engine times out.
+async fn health_generate(shared: &Shared) -> Response<Body> {
+    match shared.phase() {
+        Phase::Running => {
+            let pacing = engine::Pacing::new(&shared.args);
+            tokio::time::sleep(pacing.ttft(1, 1)).await;
+            response(StatusCode::OK, "text/plain", full(""))
+        }
+        _ => {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            response(StatusCode::SERVICE_UNAVAILABLE, "text/plain", full(""))
+        }
+    }
+}
+
+fn models(shared: &Shared) -> Value {
+    let m = &shared.args.model;
+    json!({
+        "object": "list",
+        "data": [{
+            "id": m,
+            "object": "model",
+            "created": unix_now(),
+            "owned_by": match shared.args.flavor { Flavor::Sglang => "sglang", Flavor::Vllm => "vllm" },
+            "root": m,
+            "parent": null,
+            "max_model_len": shared.args.max_model_len,
+        }],
+    })
+}
+
+fn model_info(shared: &Shared) -> Value {
+    json!({
+        "model_path": shared.args.model,
+        "tokenizer_path": shared.args.model,
+        "is_generation": true,
+        "preferred_sampling_params": null,
+        "weight_version": "default",
+    })
+}
+
+fn server_info(shared: &Shared) -> Value {
+    let a = &shared.args;
+    let c = shared.counters().clone();
+    let (algorithm, draft) = match a.method {
+        Method::None => (Value::Null, Value::Null),
+        Method::Dflash => (json!("DFLASH"), json!(16)),
+        Method::Ddtree => (json!("DDTREE"), json!(a.budget)),
+    };
+    let mut state = json!({
+        "last_gen_throughput": c.last_gen_throughput,
+        "memory_usage": {"weight": 61.03 / f64::from(a.tp), "kvcache": 49.22, "token_capacity": shared.kv_capacity()},
+    });
+    if a.method != Method::None {
+        state["avg_spec_accept_length"] = json!(c.spec.accept_len().unwrap_or(0.0));
+    }
+    json!({
+        "model_path": a.model,
+        "tokenizer_path": a.model,
+        "host": a.host,
+        "port": a.port,
+        "tp_size": a.tp,
+        "context_length": a.max_model_len,
+        "speculative_algorithm": algorithm,
+        "speculative_num_draft_tokens": draft,
+        "random_seed": a.seed,
+        "enable_metrics": true,
+        "internal_states": [state],
+        "version": "0.5.0-sim",
+    })
+}
+
+/// Prometheus exposition in the flavor's metric names.
+fn metrics(shared: &Shared) -> String {
+    use std::fmt::Write as _;
+    let c = shared.counters().clone();
+    let model = &shared.args.model;
+    let spec = shared.args.method != Method::None;
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, labels: &str, value: f64| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name}{{{labels}}} {value:?}");
+    };
+    match shared.args.flavor {
+        Flavor::Vllm => {
+            let l = format!("engine=\"0\",model_name=\"{model}\"");
+            metric(
+                "vllm:num_requests_running",
+                "gauge",
+                "Number of requests in model execution batches.",
+                &l,
+                c.active as f64,
+            );
+            metric(
+                "vllm:num_requests_waiting",
+                "gauge",
+                "Number of requests waiting to be processed.",
+                &l,
+                0.0,
+            );
+            metric(
+                "vllm:prompt_tokens_total",
+                "counter",
+                "Number of prefill tokens processed.",
+                &l,
+                c.prompt_tokens as f64,
+            );
+            metric(
+                "vllm:generation_tokens_total",
+                "counter",
+                "Number of generation tokens processed.",
+                &l,
+                c.output_tokens as f64,
+            );
+            metric(
+                "vllm:request_success_total",
+                "counter",
+                "Count of successfully processed requests.",
+                &format!("engine=\"0\",finished_reason=\"length\",model_name=\"{model}\""),
+                c.requests_finished as f64,
+            );
+            if spec {
+                metric(
+                    "vllm:spec_decode_num_drafts_total",
+                    "counter",
+                    "Number of spec decoding drafts.",
+                    &l,
+                    c.spec.steps as f64,
+                );
+                metric(
+                    "vllm:spec_decode_num_draft_tokens_total",
+                    "counter",
+                    "Number of draft tokens.",
+                    &l,
+                    c.spec.draft_tokens as f64,
+                );
+                metric(
+                    "vllm:spec_decode_num_accepted_tokens_total",
+                    "counter",
+                    "Number of accepted tokens.",
+                    &l,
+                    c.spec.accepted as f64,
+                );
+            }
+        }
+        Flavor::Sglang => {
+            let l = format!("model_name=\"{model}\"");
+            metric(
+                "sglang:num_running_reqs",
+                "gauge",
+                "The number of running requests.",
+                &l,
+                c.active as f64,
+            );
+            metric(
+                "sglang:num_queue_reqs",
+                "gauge",
+                "The number of requests in the waiting queue.",
+                &l,
+                0.0,
+            );
+            metric(
+                "sglang:gen_throughput",
+                "gauge",
+                "The generation throughput (token/s).",
+                &l,
+                c.last_gen_throughput,
+            );
+            metric(
+                "sglang:prompt_tokens_total",
+                "counter",
+                "Number of prefill tokens processed.",
+                &l,
+                c.prompt_tokens as f64,
+            );
+            metric(
+                "sglang:generation_tokens_total",
+                "counter",
+                "Number of generation tokens processed.",
+                &l,
+                c.output_tokens as f64,
+            );
+            if spec {
+                metric(
+                    "sglang:spec_accept_length",
+                    "gauge",
+                    "The average acceptance length of speculative decoding.",
+                    &l,
+                    c.spec.accept_len().unwrap_or(0.0),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflow_wording() {
+        assert_eq!(
+            overflow_message(Flavor::Vllm, 32768, 32700, 256),
+            "This model's maximum context length is 32768 tokens. However, you requested 32956 \
+             tokens (32700 in the messages, 256 in the completion). Please reduce the length of \
+             the messages or completion."
+        );
+        assert!(overflow_message(Flavor::Sglang, 100, 90, 20).starts_with(
+            "Requested token count exceeds the model's maximum context length of 100 tokens. You \
+             requested a total of 110 tokens: 90 tokens from the input messages and 20 tokens for \
+             the completion."
+        ));
+    }
+
+    #[test]
+    fn max_tokens_rules() {
+        assert_eq!(max_tokens(&json!({}), Endpoint::Completions), Ok(16));
+        assert_eq!(max_tokens(&json!({"max_tokens": 5}), Endpoint::Chat), Ok(5));
+        assert_eq!(
+            max_tokens(
+                &json!({"max_tokens": 5, "max_completion_tokens": 7}),
+                Endpoint::Chat
+            ),
+            Ok(7)
+        );
+        assert!(max_tokens(&json!({"max_tokens": 0}), Endpoint::Chat).is_err());
+        assert!(max_tokens(&json!({"max_tokens": "x"}), Endpoint::Chat).is_err());
+    }
+}

@@ -1,0 +1,319 @@
+//! Log output in the imitated server's style.
+//!
+//! Lines go through one writer thread so that the async workers never block on a
+//! full pipe (a slow reader must not disturb token pacing); each line is flushed as
+//! it is written. Timestamps come from the wall clock, formatted here in UTC.
+
+use std::io::Write;
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::args::Flavor;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+enum Msg {
+    /// Lines written together, without another writer's line in between.
+    Lines(Stream, Vec<String>),
+    Flush(mpsc::Sender<()>),
+}
+
+fn writer() -> &'static mpsc::Sender<Msg> {
+    static WRITER: OnceLock<mpsc::Sender<Msg>> = OnceLock::new();
+    WRITER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let spawned = std::thread::Builder::new()
+            .name("sim-log".into())
+            .spawn(move || {
+                for msg in rx {
+                    match msg {
+                        Msg::Lines(stream, lines) => write_lines(stream, &lines),
+                        Msg::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            });
+        if spawned.is_err() {
+            // No thread: lines are dropped rather than blocking a worker.
+        }
+        tx
+    })
+}
+
+/// Writes lines to the process's stdout or stderr directly (holding its lock, so
+/// the lines stay together), flushing at the end. Errors (closed pipe) are ignored.
+pub fn write_lines(stream: Stream, lines: &[String]) {
+    let mut buf = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for l in lines {
+        buf.push_str(l);
+        buf.push('\n');
+    }
+    match stream {
+        Stream::Stdout => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(buf.as_bytes());
+            let _ = out.flush();
+        }
+        Stream::Stderr => {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(buf.as_bytes());
+            let _ = err.flush();
+        }
+    }
+}
+
+pub fn line(stream: Stream, text: String) {
+    let _ = writer().send(Msg::Lines(stream, vec![text]));
+}
+
+pub fn lines(stream: Stream, lines: Vec<String>) {
+    if !lines.is_empty() {
+        let _ = writer().send(Msg::Lines(stream, lines));
+    }
+}
+
+/// Waits (blocking, up to `timeout`) until every line sent before is written.
+pub fn flush(timeout: Duration) {
+    let (tx, rx) = mpsc::channel();
+    if writer().send(Msg::Flush(tx)).is_ok() {
+        let _ = rx.recv_timeout(timeout);
+    }
+}
+
+/// Broken-down UTC time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clock {
+    pub year: i64,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub nanos: u32,
+}
+
+impl Clock {
+    pub fn now() -> Clock {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Clock::from_unix(since.as_secs() as i64, since.subsec_nanos())
+    }
+
+    pub fn from_unix(secs: i64, nanos: u32) -> Clock {
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        Clock {
+            year,
+            month,
+            day,
+            hour: (rem / 3600) as u32,
+            minute: (rem / 60 % 60) as u32,
+            second: (rem % 60) as u32,
+            nanos,
+        }
+    }
+
+    /// `2025-08-13 15:12:48` (SGLang, Python logging).
+    pub fn datetime(&self) -> String {
+        format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+
+    /// `08-13 15:12:48` (vLLM).
+    pub fn short(&self) -> String {
+        format!(
+            "{:02}-{:02} {:02}:{:02}:{:02}",
+            self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+
+    /// `E0813 15:12:48.123456789` (glog / c10 style, level letter first).
+    pub fn glog(&self, level: char) -> String {
+        format!(
+            "{level}{:02}{:02} {:02}:{:02}:{:02}.{:09}",
+            self.month, self.day, self.hour, self.minute, self.second, self.nanos
+        )
+    }
+}
+
+/// Python logging levels as the servers print them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Error,
+}
+
+impl Level {
+    fn name(self) -> &'static str {
+        match self {
+            Level::Info => "INFO",
+            Level::Error => "ERROR",
+        }
+    }
+}
+
+/// Who in the server writes a line; decides the prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// The API server process.
+    Main,
+    /// SGLang scheduler of a TP rank / vLLM EngineCore.
+    Engine,
+    /// A TP worker of the given rank (vLLM's `VllmWorker rank=N`, SGLang `TPN`).
+    Rank(u32),
+}
+
+/// Formats log lines in the flavor's style.
+#[derive(Debug, Clone)]
+pub struct Style {
+    pub flavor: Flavor,
+    pub pid: u32,
+}
+
+impl Style {
+    pub fn engine_pid(&self) -> u32 {
+        self.pid + 40
+    }
+
+    pub fn worker_pid(&self, rank: u32) -> u32 {
+        self.pid + 60 + rank
+    }
+
+    /// One log line. `source` is vLLM's `file.py:line` and ignored for SGLang.
+    pub fn fmt(&self, who: Who, level: Level, source: &str, msg: &str) -> String {
+        let now = Clock::now();
+        match self.flavor {
+            Flavor::Sglang => {
+                let tag = match who {
+                    Who::Main => String::new(),
+                    Who::Engine => " TP0".to_string(),
+                    Who::Rank(r) => format!(" TP{r}"),
+                };
+                format!("[{}{tag}] {msg}", now.datetime())
+            }
+            Flavor::Vllm => {
+                let prefix = match who {
+                    Who::Main => String::new(),
+                    Who::Engine => format!("(EngineCore_0 pid={}) ", self.engine_pid()),
+                    Who::Rank(r) => {
+                        format!("(VllmWorker rank={r} pid={}) ", self.worker_pid(r))
+                    }
+                };
+                format!("{prefix}{} {} [{source}] {msg}", level.name(), now.short())
+            }
+        }
+    }
+
+    /// Where the flavor's own logger writes: vLLM logs to stdout, SGLang to stderr.
+    pub fn app_stream(&self) -> Stream {
+        match self.flavor {
+            Flavor::Sglang => Stream::Stderr,
+            Flavor::Vllm => Stream::Stdout,
+        }
+    }
+
+    pub fn log(&self, who: Who, level: Level, source: &str, msg: &str) {
+        let stream = if level == Level::Error {
+            Stream::Stderr
+        } else {
+            self.app_stream()
+        };
+        line(stream, self.fmt(who, level, source, msg));
+    }
+
+    pub fn info(&self, who: Who, source: &str, msg: &str) {
+        self.log(who, Level::Info, source, msg);
+    }
+}
+
+/// uvicorn's access log line, written to stdout.
+pub fn access_line(peer: &str, method: &str, path: &str, version: &str, status: u16) -> String {
+    format!(
+        "INFO:     {peer} - \"{method} {path} {version}\" {status} {}",
+        reason(status)
+    )
+}
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Request Entity Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        let c = Clock::from_unix(0, 0);
+        assert_eq!(c.datetime(), "1970-01-01 00:00:00");
+        // 2025-08-13 15:12:48 UTC
+        let c = Clock::from_unix(1_755_097_968, 123);
+        assert_eq!(c.datetime(), "2025-08-13 15:12:48");
+        assert_eq!(c.short(), "08-13 15:12:48");
+        assert_eq!(c.glog('E'), "E0813 15:12:48.000000123");
+        // Leap day.
+        assert_eq!(
+            Clock::from_unix(951_782_400, 0).datetime(),
+            "2000-02-29 00:00:00"
+        );
+    }
+
+    #[test]
+    fn access_line_shape() {
+        assert_eq!(
+            access_line(
+                "127.0.0.1:53422",
+                "POST",
+                "/v1/completions",
+                "HTTP/1.1",
+                200
+            ),
+            "INFO:     127.0.0.1:53422 - \"POST /v1/completions HTTP/1.1\" 200 OK"
+        );
+    }
+
+    #[test]
+    fn prefixes() {
+        let s = Style {
+            flavor: Flavor::Vllm,
+            pid: 100,
+        };
+        let l = s.fmt(Who::Rank(2), Level::Error, "a.py:1", "boom");
+        assert!(l.starts_with("(VllmWorker rank=2 pid=162) ERROR "), "{l}");
+        assert!(l.ends_with(" [a.py:1] boom"), "{l}");
+        let s = Style {
+            flavor: Flavor::Sglang,
+            pid: 100,
+        };
+        let l = s.fmt(Who::Rank(3), Level::Info, "", "hi");
+        assert!(l.starts_with('[') && l.ends_with(" TP3] hi"), "{l}");
+    }
+}
