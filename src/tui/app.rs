@@ -96,6 +96,12 @@ pub struct Ui {
     /// Log lines scrolled back from the newest; 0 with `follow` keeps up.
     pub log_back: usize,
     pub follow: bool,
+    /// Log lines pushed when the log pane was last brought up to date: new
+    /// lines show with the next tick (once a second) or the next key, so a
+    /// chatty server does not repaint the pane for every line.
+    pub log_shown: u64,
+    /// Log lines or GPU samples arrived since the last tick.
+    pub data_stale: bool,
     pub last_search: Option<String>,
     pub overlay: Overlay,
     pub value: ValueMode,
@@ -115,6 +121,8 @@ impl Default for Ui {
             grid_left: 0,
             log_back: 0,
             follow: true,
+            log_shown: 0,
+            data_stale: false,
             last_search: None,
             overlay: Overlay::None,
             value: ValueMode::default(),
@@ -198,6 +206,7 @@ impl App {
             log_file_config: None,
         };
         app.now_ms = super::state::parse_ms(&app.view.latest_at).unwrap_or(0);
+        app.ui.log_shown = app.view.log.pushed;
         app.follow_running();
         if app.read_only() {
             app.load_log_file();
@@ -255,8 +264,27 @@ impl App {
         }
     }
 
+    /// Log lines that arrived but are not on screen yet.
+    pub fn log_hidden(&self) -> usize {
+        (self.view.log.pushed.saturating_sub(self.ui.log_shown) as usize)
+            .min(self.view.log.lines.len())
+    }
+
     /// Apply an action; says how soon to draw.
     pub fn update(&mut self, action: Action) -> Redraw {
+        // Whatever the user does, the log pane is current when it is drawn.
+        if matches!(
+            action,
+            Action::Key(_)
+                | Action::Confirm
+                | Action::Cancel
+                | Action::SearchInput(_)
+                | Action::SearchBackspace
+                | Action::SearchSubmit
+                | Action::Resize(..)
+        ) {
+            self.ui.log_shown = self.view.log.pushed;
+        }
         match action {
             Action::Key(k) => self.key(k),
             Action::Confirm => {
@@ -321,12 +349,18 @@ impl App {
                     config,
                     kind: LineKind::Note,
                 });
-                Redraw::Soon
+                self.ui.data_stale = true;
+                Redraw::No
             }
             Action::Tick(ms) => {
                 self.now_ms = ms;
                 self.ui.spinner = self.ui.spinner.wrapping_add(1);
                 let mut redraw = Redraw::No;
+                if self.ui.data_stale || self.log_hidden() > 0 {
+                    self.ui.data_stale = false;
+                    self.ui.log_shown = self.view.log.pushed;
+                    redraw = Redraw::Soon;
+                }
                 if self.ui.flash.as_ref().is_some_and(|f| f.until_ms <= ms) {
                     self.ui.flash = None;
                     redraw = Redraw::Soon;
@@ -373,13 +407,18 @@ impl App {
 
     fn event(&mut self, ev: Event) -> Redraw {
         let redraw = match &ev {
+            // Data that shows with the next tick.
             Event::Log { .. } => {
                 if !self.ui.follow || self.ui.log_back > 0 {
                     self.ui.log_back += 1;
                 }
-                Redraw::Soon
+                self.ui.data_stale = true;
+                Redraw::No
             }
-            Event::Gpu { .. } => Redraw::Soon,
+            Event::Gpu { .. } => {
+                self.ui.data_stale = true;
+                Redraw::No
+            }
             _ => Redraw::Now,
         };
         let rebuild = matches!(ev, Event::CellFinished { .. }) && self.view.plan.is_none();
@@ -822,6 +861,7 @@ impl App {
             return;
         }
         self.view.log = read_log_file(&self.run_dir, &config, &self.view);
+        self.ui.log_shown = self.view.log.pushed;
         self.log_file_config = Some(config);
         self.ui.log_back = 0;
         self.ui.follow = true;

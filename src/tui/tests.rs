@@ -347,6 +347,11 @@ fn live(view: ViewState) -> (App, mpsc::Receiver<Request>) {
 
 fn render(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
     app.update(Action::Resize(w, h));
+    draw_as_is(app, w, h)
+}
+
+/// Draw without telling the app anything first.
+fn draw_as_is(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
     terminal.draw(|f| super::draw::draw(f, app)).expect("draw");
     terminal
@@ -876,4 +881,34 @@ fn theme_and_value_keys_cycle() {
     assert!(text.contains("speedup vs the phase baseline"), "{text}");
     assert!(text.contains("1.00x"), "{text}");
     assert!(text.contains("1.90x"), "{text}");
+}
+
+#[test]
+fn log_lines_and_gpu_samples_wait_for_the_tick() {
+    use super::app::Redraw;
+    let (mut app, _rx) = live(running_story().view());
+    app.update(Action::Resize(120, 40));
+    let line = Action::Event(Event::Log {
+        config: "tp1-dflash".into(),
+        line: "a brand new line".into(),
+        mark: LogMark::Plain,
+    });
+    assert_eq!(app.update(line), Redraw::No);
+    assert_eq!(
+        app.update(Action::Event(gpu_event(8, &[0], 99))),
+        Redraw::No
+    );
+    let t = draw_as_is(&app, 120, 40);
+    assert!(!screen(&t).contains("a brand new line"));
+    // A finished cell is drawn at once (the log pane stays as it was).
+    let cells = running_story().cells("tp1-dflash");
+    let mut s = Story::new();
+    s.t = 200;
+    s.finish(&cells[2], Status::Ok, Some(metrics(99.0, 50.0, None)), None);
+    let ev = s.events.pop().unwrap();
+    assert_eq!(app.update(Action::Event(ev)), Redraw::Now);
+    assert!(!screen(&draw_as_is(&app, 120, 40)).contains("a brand new line"));
+    // The tick brings the log pane up to date.
+    assert_eq!(app.update(Action::Tick(app.now_ms + 1000)), Redraw::Soon);
+    assert!(screen(&draw_as_is(&app, 120, 40)).contains("a brand new line"));
 }

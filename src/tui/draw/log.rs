@@ -39,7 +39,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(block, area);
     let h = inner.height as usize;
     let w = inner.width as usize;
-    let end = log.lines.len().saturating_sub(app.ui.log_back);
+    // Lines newer than the pane's last refresh wait below the bottom edge.
+    let end = log
+        .lines
+        .len()
+        .saturating_sub(app.ui.log_back.max(app.log_hidden()));
     let start = end.saturating_sub(h);
     let needle = app
         .ui
