@@ -912,7 +912,7 @@ mod tests {
             v.apply(&Event::Log {
                 config: "c1".into(),
                 line: format!("line {i}"),
-                mark: if i % 2 == 0 {
+                mark: if i.is_multiple_of(2) {
                     LogMark::Plain
                 } else {
                     LogMark::Failure
