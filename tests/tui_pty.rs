@@ -208,3 +208,64 @@ fn open_shows_a_recorded_run_read_only_and_a_bad_keys_file_is_refused() {
     assert!(!text.contains("\x1b[?1049h"), "drew before failing");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sigterm_stops_the_sweep_and_gives_the_terminal_back() {
+    let dir = scratch("tui-term");
+    let run = dir.join("run");
+    let tag = format!("tui-term-{}", std::process::id());
+    let mut term = Pty::spawn(
+        dashboard(&tag, &dir, &["demo", "--out", run.to_str().unwrap()]),
+        80,
+        24,
+    );
+    term.wait_for(" RUNNING ", Duration::from_secs(60));
+    term.wait_until(Duration::from_secs(60), "a running cell", |s| {
+        s.contains(" run ")
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(term.child.id() as i32, libc::SIGTERM) };
+    let status = term.wait_exit(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130));
+    let bytes = term.out.lock().unwrap().bytes.clone();
+    let tail = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(2048)..]).to_string();
+    assert!(tail.contains("\x1b[?1049l"), "alternate screen not left");
+    let evs = events(&run);
+    assert!(evs
+        .iter()
+        .any(|e| e["event"] == "action" && e["source"] == "signal SIGTERM"));
+    wait_until(Duration::from_secs(10), "no server left", || {
+        tagged_processes(&tag).is_empty()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn after_a_hangup_the_sweep_carries_on_without_a_view() {
+    let dir = scratch("tui-hup");
+    let run = dir.join("run");
+    let tag = format!("tui-hup-{}", std::process::id());
+    let mut term = Pty::spawn(
+        dashboard(&tag, &dir, &["demo", "--out", run.to_str().unwrap()]),
+        120,
+        40,
+    );
+    term.wait_for(" RUNNING ", Duration::from_secs(60));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(term.child.id() as i32, libc::SIGHUP) };
+    wait_until(Duration::from_secs(10), "progress.log", || {
+        run.join("progress.log").exists()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let drawn = term.out.lock().unwrap().bytes.len();
+    let status = term.wait_exit(Duration::from_secs(300));
+    assert_eq!(status.code(), Some(0), "the sweep finished");
+    // Nothing more was drawn after the hangup.
+    assert_eq!(term.out.lock().unwrap().bytes.len(), drawn);
+    let progress = std::fs::read_to_string(run.join("progress.log")).unwrap();
+    assert!(progress.contains("sweep finished"), "{progress}");
+    let cells = by_cell(&results(&run));
+    assert_eq!(cells.len(), 56);
+    assert!(cells.values().all(|v| v.len() == 1));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -338,3 +338,19 @@ pub async fn push(tx: &SyncSender<Input>, mut input: Input) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_anywhere_restores_the_terminal() {
+        install_panic_hook();
+        // As if the terminal were gone, so the test writes nothing to the real one.
+        note_hangup();
+        ACTIVE.store(true, Ordering::SeqCst);
+        let _ = std::thread::spawn(|| panic!("a bug in the view")).join();
+        assert!(!ACTIVE.load(Ordering::SeqCst));
+        HUNG_UP.store(false, Ordering::SeqCst);
+    }
+}
