@@ -388,8 +388,12 @@ impl App {
                     self.flash(
                         Level::Info,
                         format!(
-                            "sweep finished; {} quits (results are in {})",
-                            self.keymap.label(Key::Quit),
+                            "sweep finished; {} leaves (results are in {})",
+                            self.keymap
+                                .chords(Key::Quit)
+                                .first()
+                                .map(|c| c.to_string())
+                                .unwrap_or_else(|| "quit".into()),
                             self.run_dir.display()
                         ),
                     );

@@ -14,16 +14,20 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme();
     let sym = app.symbols();
     let log = &app.view.log;
-    let source = match (app.read_only(), &app.view.config) {
-        (true, _) => app
-            .grid
-            .configs
-            .get(app.ui.sel_config)
-            .map(|c| format!("{}{}", sym.sep, c.id))
-            .unwrap_or_default(),
-        (false, Some(c)) => format!("{}{}", sym.sep, c.id),
-        (false, None) => String::new(),
-    };
+    // Lines newer than the pane's last refresh wait below the bottom edge.
+    let end = log
+        .lines
+        .len()
+        .saturating_sub(app.ui.log_back.max(app.log_hidden()));
+    // Named after the config whose output is at the bottom of the pane.
+    let source = end
+        .checked_sub(1)
+        .and_then(|i| log.lines.get(i))
+        .map(|l| l.config.as_str())
+        .filter(|c| !c.is_empty())
+        .or(app.view.config.as_ref().map(|c| c.id.as_str()))
+        .map(|c| format!("{}{c}", sym.sep))
+        .unwrap_or_default();
     let state = if app.ui.log_back > 0 {
         format!("{}{} lines back", sym.sep, app.ui.log_back)
     } else if app.ui.follow {
@@ -39,11 +43,6 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(block, area);
     let h = inner.height as usize;
     let w = inner.width as usize;
-    // Lines newer than the pane's last refresh wait below the bottom edge.
-    let end = log
-        .lines
-        .len()
-        .saturating_sub(app.ui.log_back.max(app.log_hidden()));
     let start = end.saturating_sub(h);
     let needle = app
         .ui
