@@ -186,7 +186,13 @@ pub fn run(args: RunArgs) -> Result<i32> {
 /// a terminal, the grid as Markdown.
 pub fn open(dir: &Path, view: &crate::tui::ViewArgs) -> Result<i32> {
     if !std::io::stdout().is_terminal() {
-        let view = crate::tui::load_run(dir).map_err(|e| eyre!(e))?;
+        let view = match crate::tui::load_run(dir) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(2);
+            }
+        };
         let records: Vec<_> = view.records.values().cloned().collect();
         let text = export::render(Format::Md, view.plan.as_deref(), &records);
         let _ = std::io::stdout().lock().write_all(text.as_bytes());
