@@ -160,7 +160,7 @@ pub fn open(dir: &Path, args: &ViewArgs) -> Result<i32, String> {
     drop(_guard);
     Ok(match end {
         LoopEnd::Exit | LoopEnd::Closed => 0,
-        LoopEnd::Detached => 1,
+        LoopEnd::Detached | LoopEnd::Restored => 1,
     })
 }
 
@@ -219,7 +219,7 @@ impl Dashboard {
                         detached_flag.store(true, Ordering::SeqCst);
                         terminal::carry_on_headless(&rx, &run_dir);
                     }
-                    Err(_) => {
+                    Ok(LoopEnd::Restored) | Err(_) => {
                         // The panic hook has put the terminal back.
                         detached_flag.store(true, Ordering::SeqCst);
                         terminal::carry_on_printing(&rx);

@@ -49,6 +49,11 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Set once the terminal is gone: nothing more is written to it.
 static HUNG_UP: AtomicBool = AtomicBool::new(false);
 
+/// Whether the terminal is still ours (a panic elsewhere may have restored it).
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::SeqCst)
+}
+
 pub fn hung_up() -> bool {
     HUNG_UP.load(Ordering::SeqCst)
 }
@@ -187,6 +192,8 @@ pub enum LoopEnd {
     Detached,
     /// Every sender is gone.
     Closed,
+    /// A panic on another thread gave the terminal back.
+    Restored,
 }
 
 fn unix_ms() -> i64 {
@@ -234,6 +241,9 @@ pub fn frame_loop(app: &mut App, rx: &Receiver<Input>, live_clock: bool) -> Loop
         }
         if hung_up() {
             return LoopEnd::Detached;
+        }
+        if !active() {
+            return LoopEnd::Restored;
         }
         let now = Instant::now();
         let frame_at = match pending {
