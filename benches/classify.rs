@@ -39,7 +39,7 @@ fn build_log(target_bytes: usize) -> Vec<String> {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let line = if state % 1000 == 0 {
+        let line = if state.is_multiple_of(1000) {
             FATAL[(state / 1000 % FATAL.len() as u64) as usize]
         } else {
             let total: usize = weights.iter().sum();

@@ -24,6 +24,7 @@ pub struct RunArgs {
     pub resume: Option<PathBuf>,
     pub out: Option<PathBuf>,
     pub headless: bool,
+    pub detach: bool,
     pub demo: bool,
     pub gpu: GpuArgs,
     pub view: crate::tui::ViewArgs,
@@ -63,8 +64,27 @@ impl GpuArgs {
     }
 }
 
+/// The plan of a new sweep: the demo's, or the file given.
+fn new_plan(args: &RunArgs) -> Result<Plan> {
+    if args.demo {
+        return Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| eyre!("{e}"));
+    }
+    let path = args
+        .plan
+        .as_ref()
+        .ok_or_else(|| eyre!("a plan file is needed (or --resume DIR)"))?;
+    Plan::load(path).map_err(|e| eyre!("{e}"))
+}
+
 /// `sweeptop run` and `sweeptop demo`. Returns the process exit code.
 pub fn run(args: RunArgs) -> Result<i32> {
+    if args.detach {
+        let dir = match (&args.resume, &args.out) {
+            (Some(d), _) | (None, Some(d)) => d.clone(),
+            (None, None) => store::default_dir(&new_plan(&args)?.name),
+        };
+        return detach(&dir);
+    }
     let headless = args.headless || !std::io::stdout().is_terminal();
     // The dashboard's settings come first: a bad keys or theme file is an error
     // before anything starts.
@@ -80,19 +100,18 @@ pub fn run(args: RunArgs) -> Result<i32> {
         }
     };
     let (plan, run_dir) = if let Some(dir) = &args.resume {
+        if crate::control::is_live(dir) {
+            return Err(eyre!(
+                "a sweep is still running in {}: attach with `sweeptop attach {}`",
+                dir.display(),
+                dir.display()
+            ));
+        }
         let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| eyre!("{e}"))?;
         let run = RunDir::reopen(dir).map_err(|e| eyre!("{e}"))?;
         (plan, run)
     } else {
-        let plan = if args.demo {
-            Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| eyre!("{e}"))?
-        } else {
-            let path = args
-                .plan
-                .as_ref()
-                .ok_or_else(|| eyre!("a plan file is needed (or --resume DIR)"))?;
-            Plan::load(path).map_err(|e| eyre!("{e}"))?
-        };
+        let plan = new_plan(&args)?;
         let dir = args
             .out
             .clone()
@@ -101,7 +120,6 @@ pub fn run(args: RunArgs) -> Result<i32> {
         (plan, run)
     };
     let plan = Arc::new(plan);
-    let run_path = run_dir.path.clone();
     // A resumed run shows what is already recorded.
     let seed = match &args.resume {
         Some(dir) => crate::tui::load_run(dir).unwrap_or_default(),
@@ -122,6 +140,20 @@ pub fn run(args: RunArgs) -> Result<i32> {
     rt.block_on(async move {
         let bus = Bus::new();
         let (tx, rx) = mpsc::channel::<Request>(64);
+        // The control socket lets other terminals attach; it also guards the run
+        // directory against a second sweep.
+        let run_path = run_dir.path.clone();
+        let listener = crate::control::bind(&run_path).await.wrap_err_with(|| {
+            format!("cannot open the control socket in {}", run_path.display())
+        })?;
+        let _control = crate::control::serve(
+            listener,
+            &run_path,
+            &plan.name,
+            &bus,
+            tx.clone(),
+            store::read_events(&run_path),
+        );
         let mut dashboard = None;
         if let Some(setup) = setup {
             match crate::tui::Dashboard::start(seed, run_path.clone(), &bus, tx.clone(), setup) {
@@ -538,5 +570,256 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
                 1
             },
         )
+    })
+}
+
+/// `--detach`: start the same sweep in the background in its own session, its
+/// output in the run directory, and print how to attach. Returns the exit code.
+pub fn detach(run_dir: &Path) -> Result<i32> {
+    use std::os::unix::process::CommandExt;
+    std::fs::create_dir_all(run_dir)
+        .wrap_err_with(|| format!("cannot create {}", run_dir.display()))?;
+    let log_path = run_dir.join("sweeptop.log");
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .wrap_err_with(|| format!("cannot open {}", log_path.display()))?;
+    // The same command line, minus --detach, headless, into this run directory.
+    let mut argv: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--detach")
+        .collect();
+    if !argv.iter().any(|a| a == "--headless") {
+        argv.push("--headless".into());
+    }
+    if !argv
+        .iter()
+        .any(|a| a == "--out" || a.starts_with("--out=") || a == "--resume")
+    {
+        argv.push("--out".into());
+        argv.push(run_dir.display().to_string());
+    }
+    let exe = std::env::current_exe().wrap_err("cannot find this program")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches from our terminal so a
+    // closed SSH session (SIGHUP to its process group) does not reach the sweep.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().wrap_err("cannot start the background sweep")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if crate::control::is_live(run_dir) {
+            break;
+        }
+        if let Some(status) = child.try_wait()? {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            eprint!("{text}");
+            return Err(eyre!("the background sweep exited at once ({status})"));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(eyre!(
+                "the background sweep did not open its control socket; see {}",
+                log_path.display()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let dir = run_dir.display();
+    println!(
+        "sweep running in the background (pid {}), output in {}",
+        child.id(),
+        log_path.display()
+    );
+    println!("attach with:  sweeptop attach {dir}");
+    println!(
+        "list runs:    sweeptop ls {}",
+        run_dir
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| ".".into())
+    );
+    Ok(0)
+}
+
+/// One run directory as `sweeptop ls` sees it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunInfo {
+    pub dir: PathBuf,
+    pub plan: String,
+    /// running, finished or interrupted.
+    pub state: String,
+    pub started_at: String,
+    pub done: usize,
+    pub total: Option<usize>,
+    pub failed: usize,
+    pub command: String,
+}
+
+pub fn run_info(dir: &Path) -> Option<RunInfo> {
+    let meta = store::read_meta(dir).ok()?;
+    let results = store::read_results(dir).ok().unwrap_or_default();
+    let total = Plan::load(&dir.join(store::PLAN))
+        .ok()
+        .map(|p| p.cells.len());
+    let live = crate::control::is_live(dir);
+    let state = if live {
+        "running".to_string()
+    } else if meta.state == "running" {
+        // Recorded as running but nothing answers: it was killed.
+        "interrupted".to_string()
+    } else {
+        meta.state.clone()
+    };
+    let command = match state.as_str() {
+        "running" => format!("sweeptop attach {}", dir.display()),
+        "finished" => format!("sweeptop export {} --format md", dir.display()),
+        _ => format!("sweeptop run --resume {}", dir.display()),
+    };
+    Some(RunInfo {
+        dir: dir.to_path_buf(),
+        plan: meta.plan,
+        state,
+        started_at: meta.started_at,
+        done: results.records.len(),
+        total,
+        failed: results
+            .records
+            .iter()
+            .filter(|r| r.status == store::Status::Failed)
+            .count(),
+        command,
+    })
+}
+
+/// Run directories under `root`, newest first.
+pub fn list_runs(root: &Path) -> Vec<RunInfo> {
+    let mut runs: Vec<RunInfo> = std::fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| run_info(&e.path()))
+                .collect()
+        })
+        .unwrap_or_default();
+    runs.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    runs
+}
+
+/// `sweeptop ls [DIR] [--json]`.
+pub fn ls(root: &Path, json: bool) -> Result<i32> {
+    let runs = list_runs(root);
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&runs)?)?;
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        writeln!(out, "no runs under {}", root.display())?;
+        return Ok(0);
+    }
+    for r in &runs {
+        let total = r.total.map(|t| t.to_string()).unwrap_or_else(|| "?".into());
+        writeln!(
+            out,
+            "{:<12} {:<24} {:>5}/{:<5} cells  {:>3} failed  {}\n             {}",
+            r.state,
+            r.plan,
+            r.done,
+            total,
+            r.failed,
+            r.dir.display(),
+            r.command
+        )?;
+    }
+    Ok(0)
+}
+
+/// The run to attach to: the given directory, or the newest running one under ./runs.
+pub fn attach_target(dir: Option<&Path>) -> Result<PathBuf> {
+    match dir {
+        Some(d) => Ok(d.to_path_buf()),
+        None => list_runs(Path::new("runs"))
+            .into_iter()
+            .find(|r| r.state == "running")
+            .map(|r| r.dir)
+            .ok_or_else(|| eyre!("no running sweep under ./runs (see `sweeptop ls`)")),
+    }
+}
+
+/// A command as typed on the command line.
+pub fn parse_command(s: &str) -> Result<Command> {
+    Ok(match s {
+        "pause" => Command::Pause,
+        "resume" => Command::Resume,
+        "toggle-pause" => Command::TogglePause,
+        "skip-config" => Command::SkipConfig,
+        "skip-cell" => Command::SkipCell,
+        "quit" => Command::Quit,
+        other => {
+            if let Some(t) = other.strip_prefix("retry=") {
+                Command::Retry {
+                    target: t.to_string(),
+                }
+            } else if let Some(c) = other.strip_prefix("exclude=") {
+                Command::Exclude {
+                    config: c.to_string(),
+                }
+            } else {
+                return Err(eyre!(
+                    "unknown command `{other}`: pause, resume, toggle-pause, skip-config, skip-cell, quit, retry=CELL|CONFIG, exclude=CONFIG"
+                ));
+            }
+        }
+    })
+}
+
+/// `sweeptop attach DIR --send CMD` / `--headless`: steer or follow a running
+/// sweep without the dashboard.
+pub fn attach_lines(dir: &Path, send: Option<Command>) -> Result<i32> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let mut conn = crate::control::Connection::connect(dir)
+            .await
+            .wrap_err_with(|| {
+                format!("no sweep answers in {} (see `sweeptop ls`)", dir.display())
+            })?;
+        if let Some(cmd) = send {
+            conn.send(cmd).await?;
+            return Ok(0);
+        }
+        let mut live = false;
+        let mut out = std::io::stdout();
+        while let Some(msg) = conn.messages.recv().await {
+            match msg {
+                crate::control::ServerMsg::Live => live = true,
+                crate::control::ServerMsg::Resync => live = false,
+                crate::control::ServerMsg::Refused { reason } => return Err(eyre!(reason)),
+                crate::control::ServerMsg::Event { event } if live => {
+                    if let Some(l) = crate::headless::line(&event) {
+                        let _ = writeln!(out, "{l}");
+                    }
+                    if matches!(
+                        event,
+                        crate::event::Event::SweepFinished { .. }
+                            | crate::event::Event::SweepInterrupted { .. }
+                    ) {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(0)
     })
 }

@@ -3,6 +3,7 @@
 //! (store, views); `detect` decides failures, `load` measures, `sim` simulates.
 
 pub mod commands;
+pub mod control;
 pub mod detect;
 pub mod engine;
 pub mod event;

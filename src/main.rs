@@ -27,6 +27,9 @@ enum Cmd {
         /// Print line progress instead of the dashboard.
         #[arg(long)]
         headless: bool,
+        /// Run in the background (its own session); attach with `sweeptop attach`.
+        #[arg(long)]
+        detach: bool,
         #[command(flatten)]
         gpu: commands::GpuArgs,
         #[command(flatten)]
@@ -36,6 +39,8 @@ enum Cmd {
     Demo {
         #[arg(long)]
         headless: bool,
+        #[arg(long)]
+        detach: bool,
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
         #[command(flatten)]
@@ -59,6 +64,24 @@ enum Cmd {
         watch: bool,
         #[command(flatten)]
         gpu: commands::GpuArgs,
+    },
+    /// List run directories with their state and the command to attach or resume.
+    Ls {
+        /// Where runs are (default ./runs).
+        #[arg(default_value = "runs")]
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Watch and steer a running sweep (default: the newest running one under ./runs).
+    Attach {
+        dir: Option<PathBuf>,
+        /// Print line progress instead of the dashboard.
+        #[arg(long)]
+        headless: bool,
+        /// Send one command (pause, resume, skip-config, skip-cell, quit) and exit.
+        #[arg(long, value_name = "COMMAND")]
+        send: Option<String>,
     },
     /// Validate a plan and print its expanded matrix.
     Check {
@@ -96,6 +119,7 @@ fn main() -> color_eyre::Result<()> {
             resume,
             out,
             headless,
+            detach,
             gpu,
             view,
         } => commands::run(commands::RunArgs {
@@ -103,12 +127,14 @@ fn main() -> color_eyre::Result<()> {
             resume,
             out,
             headless,
+            detach,
             demo: false,
             gpu,
             view,
         })?,
         Cmd::Demo {
             headless,
+            detach,
             out,
             gpu,
             view,
@@ -117,11 +143,24 @@ fn main() -> color_eyre::Result<()> {
             resume: None,
             out,
             headless,
+            detach,
             demo: true,
             gpu,
             view,
         })?,
         Cmd::Open { dir, view } => commands::open(&dir, &view)?,
+        Cmd::Ls { dir, json } => commands::ls(&dir, json)?,
+        Cmd::Attach {
+            dir,
+            headless,
+            send,
+        } => {
+            let dir = commands::attach_target(dir.as_deref())?;
+            let send = send.map(|s| commands::parse_command(&s)).transpose()?;
+            // The dashboard attaches once it exists; until then, line progress.
+            let _ = headless;
+            commands::attach_lines(&dir, send)?
+        }
         Cmd::Gpus { json, watch, gpu } => commands::gpus(&gpu, json, watch)?,
         Cmd::Check { plan, json } => commands::check(&plan, json)?,
         Cmd::Export {

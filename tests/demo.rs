@@ -56,6 +56,9 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
             assert!(m["output_tokens"].as_u64().unwrap() > 0, "{r}");
             assert!(m["output_tok_s"].as_f64().unwrap() > 0.0, "{r}");
             assert!(m["ttft_ms_p50"].as_f64().unwrap() > 0.0, "{r}");
+            // The demo's simulated GPUs give every ok cell its GPU figures.
+            assert!(m["gpu_mem_peak_mib"].as_u64().unwrap() > 0, "{r}");
+            assert!(m["gpu_util_mean"].as_f64().is_some(), "{r}");
         } else {
             assert!(r["metrics"].is_null(), "{r}");
         }

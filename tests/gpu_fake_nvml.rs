@@ -388,3 +388,51 @@ fn a_library_that_is_not_nvml_is_library_not_found() {
         other => panic!("expected LibraryNotFound, got {other:?}"),
     }
 }
+
+/// `sweeptop gpus --json --nvml-lib <fake>` prints the fake's values, through the
+/// real binary, and the table form shows N/A for what the card does not support.
+#[test]
+fn gpus_command_reads_the_fake_library() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sweeptop"))
+        .args(["gpus", "--json", "--nvml-lib"])
+        .arg(fake_lib())
+        .env("FAKE_NVML_GPUS", "2")
+        .env("FAKE_NVML_UTIL", "73")
+        .env("FAKE_NVML_MEM_USED_MIB", "1234")
+        .env_remove("FAKE_NVML_NOT_SUPPORTED")
+        .env_remove("FAKE_NVML_INIT_ERROR")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let snap: GpuSnapshot = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        matches!(snap.status, GpuStatus::Nvml { .. }),
+        "{:?}",
+        snap.status
+    );
+    assert_eq!(snap.gpus.len(), 2);
+    assert_eq!(snap.gpus[1].util_pct, Some(73));
+    assert_eq!(snap.gpus[1].mem_used_mib, Some(1234));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sweeptop"))
+        .args(["gpus", "--nvml-lib"])
+        .arg(fake_lib())
+        .env("FAKE_NVML_GPUS", "1")
+        .env("FAKE_NVML_NOT_SUPPORTED", "power")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(table.contains("N/A"), "{table}");
+    // No library at all is a state, not an error.
+    let out = Command::new(env!("CARGO_BIN_EXE_sweeptop"))
+        .args(["gpus", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NVML not found"));
+}

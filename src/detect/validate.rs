@@ -16,6 +16,7 @@ pub fn validate(
     metrics: &Metrics,
     health: &ServerHealth,
     max_error_rate: f64,
+    fail_short: bool,
 ) -> Result<(), Failure> {
     if let Some(f) = &health.died {
         return Err(f.clone());
@@ -62,6 +63,28 @@ pub fn validate(
         );
         return Err(chosen);
     }
+    if fail_short && metrics.short_requests > 0 {
+        let asked = run.records.first().map(|r| r.max_tokens).unwrap_or(0);
+        let got: Vec<String> = run
+            .records
+            .iter()
+            .filter(|r| r.ok() && r.completion_tokens.is_some_and(|t| t < r.max_tokens as u64))
+            .filter_map(|r| r.completion_tokens.map(|t| t.to_string()))
+            .take(5)
+            .collect();
+        return Err(Failure {
+            kind: FailureKind::ContextOverflow,
+            source: FailureSource::Client,
+            message: format!(
+                "{} of {} requests returned fewer tokens than the {asked} asked ({}): the server shortened them, usually for lack of context",
+                metrics.short_requests,
+                metrics.requests,
+                got.join(", ")
+            ),
+            evidence: Vec::new(),
+            context: None,
+        });
+    }
     if metrics.output_tokens == 0
         || metrics.output_tok_s <= 0.0
         || !metrics.output_tok_s.is_finite()
@@ -107,8 +130,108 @@ pub fn request_failure(e: &RequestError) -> Failure {
     }
 }
 
-/// Whether a request error looks like the server going away (worth waiting a
-/// moment for its exit status or log before judging the cell).
+/// Whether a request error may be the server going away (worth waiting a
+/// moment for its exit status or log before judging the cell): a cut stream,
+/// an error inside a stream (vLLM's "EngineCore encountered an issue"), a 5xx.
 pub fn looks_like_server_gone(e: &RequestError) -> bool {
-    matches!(e, RequestError::Connection { .. } | RequestError::Truncated)
+    match e {
+        RequestError::Connection { .. }
+        | RequestError::Truncated
+        | RequestError::InStream { .. } => true,
+        RequestError::Http { status, .. } => *status >= 500,
+        RequestError::Timeout | RequestError::Malformed { .. } => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::{metrics::compute, RequestRecord};
+
+    fn rec(tokens: u64, max: u32, error: Option<RequestError>) -> RequestRecord {
+        let chunks = (0..tokens).map(|i| ((10 + i) * 1_000_000, 4)).collect();
+        RequestRecord {
+            start_ns: 0,
+            chunks,
+            end_ns: (11 + tokens) * 1_000_000,
+            prompt_tokens: Some(10),
+            completion_tokens: if error.is_some() { None } else { Some(tokens) },
+            max_tokens: max,
+            finish_reason: Some("length".into()),
+            error,
+        }
+    }
+
+    fn judge(
+        records: Vec<RequestRecord>,
+        died: Option<Failure>,
+        rate: f64,
+        fail_short: bool,
+    ) -> Result<(), Failure> {
+        let run = CellRun {
+            records,
+            wall_ns: 1_000_000_000,
+            stalled_for: None,
+        };
+        let m = compute(&run.records, run.wall_ns);
+        validate(&run, &m, &ServerHealth { died }, rate, fail_short)
+    }
+
+    #[test]
+    fn ok_needs_tokens_from_a_live_server() {
+        assert!(judge(vec![rec(8, 8, None)], None, 0.0, false).is_ok());
+        let zero = judge(vec![rec(0, 8, None)], None, 0.0, false).unwrap_err();
+        assert_eq!(zero.kind, FailureKind::ZeroTokens);
+        let crash = Failure {
+            kind: FailureKind::CudaIllegalInstruction,
+            source: FailureSource::ServerLog,
+            message: "CUDA error: an illegal instruction was encountered".into(),
+            evidence: vec![],
+            context: None,
+        };
+        // Tokens arrived, but the server died during the cell: not a measurement.
+        let died = judge(vec![rec(8, 8, None)], Some(crash), 0.0, false).unwrap_err();
+        assert_eq!(died.kind, FailureKind::CudaIllegalInstruction);
+    }
+
+    #[test]
+    fn any_failed_request_fails_the_cell_by_default_and_overflow_explains_best() {
+        let body = r#"{"object":"error","message":"This model's maximum context length is 32768 tokens. However, you requested 33012 tokens (32756 in the messages, 256 in the completion).","type":"BadRequestError","param":null,"code":400}"#;
+        let records = vec![
+            rec(8, 8, None),
+            rec(0, 8, Some(RequestError::Timeout)),
+            rec(
+                0,
+                8,
+                Some(RequestError::Http {
+                    status: 400,
+                    body: body.into(),
+                }),
+            ),
+            rec(8, 8, None),
+        ];
+        let f = judge(records.clone(), None, 0.0, false).unwrap_err();
+        assert_eq!(f.kind, FailureKind::ContextOverflow);
+        assert!(
+            f.message.starts_with("2 of 4 requests failed"),
+            "{}",
+            f.message
+        );
+        assert_eq!(f.context.and_then(|c| c.limit), Some(32768));
+        // A tolerant plan accepts it.
+        assert!(judge(records, None, 0.5, false).is_ok());
+    }
+
+    #[test]
+    fn short_requests_are_counted_or_fail_as_the_plan_says() {
+        let records = vec![rec(8, 8, None), rec(5, 8, None)];
+        assert!(judge(records.clone(), None, 0.0, false).is_ok());
+        let f = judge(records, None, 0.0, true).unwrap_err();
+        assert_eq!(f.kind, FailureKind::ContextOverflow);
+        assert!(
+            f.message.contains("fewer tokens than the 8 asked (5)"),
+            "{}",
+            f.message
+        );
+    }
 }

@@ -151,12 +151,15 @@ pub struct Engine {
     gpu: Option<crate::gpu::Telemetry>,
 }
 
-/// The stable-core info the engine needs about a live server.
+/// A cell's prompt bodies and their measured token count.
+type Prompts = (Arc<Vec<String>>, u64);
+
+/// What the engine keeps about a live server.
 struct Live {
     server: Server,
     target: Target,
     context_limit: Option<u64>,
-    prompts: std::collections::HashMap<(String, u64), (Arc<Vec<String>>, u64)>,
+    prompts: std::collections::HashMap<(String, u64), Prompts>,
 }
 
 impl Engine {
@@ -464,21 +467,18 @@ impl Engine {
             let mut live = match self.launch(config, index, total, attempt).await {
                 Ok(Some(live)) => live,
                 Ok(None) => return Ok(Flow::Quit),
+                Err(failure) if failure.source == FailureSource::Client => {
+                    // Skipped by the user while the server was starting.
+                    let cells: Vec<Cell> = remaining.drain(..).collect();
+                    self.skip_all(&cells)?;
+                    return Ok(Flow::Continue);
+                }
                 Err(failure) => {
                     let retry =
                         failure.source != FailureSource::Preflight && attempt < config.retries;
                     if retry {
                         attempt += 1;
-                        self.notice(
-                            Level::Warn,
-                            format!(
-                                "{}: {} — relaunching (attempt {} of {})",
-                                config.id,
-                                failure.message,
-                                attempt + 1,
-                                config.retries + 1
-                            ),
-                        );
+                        self.note_relaunch(config, &failure, attempt);
                         continue;
                     }
                     let cells: Vec<Cell> = remaining.drain(..).collect();
@@ -537,16 +537,7 @@ impl Engine {
                         if attempt < config.retries {
                             // Not recorded: the cell runs again on a fresh server.
                             attempt += 1;
-                            self.notice(
-                                Level::Warn,
-                                format!(
-                                    "{}: {} — relaunching (attempt {} of {})",
-                                    config.id,
-                                    failure.message,
-                                    attempt + 1,
-                                    config.retries + 1
-                                ),
-                            );
+                            self.note_relaunch(config, &failure, attempt);
                             remaining.push_front(cell);
                             break;
                         }
@@ -577,6 +568,17 @@ impl Engine {
             }
         }
         Ok(Flow::Continue)
+    }
+
+    fn note_relaunch(&mut self, config: &Config, failure: &Failure, attempt: u32) {
+        let message = format!(
+            "{}: {} — relaunching (attempt {} of {})",
+            config.id,
+            failure.message,
+            attempt + 1,
+            config.retries + 1
+        );
+        self.notice(Level::Warn, message);
     }
 
     async fn stop(&mut self, config: &Config, server: &mut Server) {
@@ -932,11 +934,7 @@ impl Engine {
 
     /// The prompts for a cell at its context target, or the failure that stops
     /// it before anything is sent.
-    async fn prompts_for(
-        &mut self,
-        cell: &Cell,
-        live: &mut Live,
-    ) -> Result<(Arc<Vec<String>>, u64), Failure> {
+    async fn prompts_for(&mut self, cell: &Cell, live: &mut Live) -> Result<Prompts, Failure> {
         let plan = self.plan.clone();
         let w = plan.workload(&cell.workload).ok_or_else(|| Failure {
             kind: FailureKind::StartupFailed,
@@ -1102,7 +1100,7 @@ impl Engine {
                 run = &mut run_fut => break run,
                 _ = exit.changed() => {
                     live.server.drain_logs(Duration::from_secs(2)).await;
-                    let f = self.death_failure(&live.server).unwrap_or_else(|| unknown_death());
+                    let f = self.death_failure(&live.server).unwrap_or_else(unknown_death);
                     base.status = Status::Failed;
                     base.failure = Some(f.clone());
                     base.finished_at = event::now();
@@ -1154,7 +1152,15 @@ impl Engine {
             .filter_map(|r| r.error.as_ref())
             .any(detect::looks_like_server_gone)
         {
-            let _ = tokio::time::timeout(Duration::from_secs(3), exit.changed()).await;
+            let settle = Duration::from_secs(3);
+            tokio::select! {
+                _ = exit.changed() => {}
+                _ = fatal.changed() => {
+                    // The cause is logged; give the process a moment to exit too.
+                    let _ = tokio::time::timeout(settle, exit.changed()).await;
+                }
+                _ = tokio::time::sleep(settle) => {}
+            }
             if live.server.exited().is_some() {
                 live.server.drain_logs(Duration::from_secs(2)).await;
             }
@@ -1193,7 +1199,13 @@ impl Engine {
             died: self.death_failure(&live.server),
         };
         base.finished_at = event::now();
-        match detect::validate(&run, &metrics, &health, limits.max_error_rate) {
+        match detect::validate(
+            &run,
+            &metrics,
+            &health,
+            limits.max_error_rate,
+            limits.short_requests == crate::plan::ShortRequests::Fail,
+        ) {
             Ok(()) => {
                 base.status = Status::Ok;
                 base.metrics = Some(metrics);

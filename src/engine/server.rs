@@ -210,6 +210,11 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.flusher.abort();
         self.flush();
+        // Normally stopped already; on an error path never leave a server (and its
+        // GPU memory) behind.
+        if process::group_alive(self.pgid) {
+            process::signal_group(self.pgid, libc::SIGKILL);
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use super::sse::SseParser;
@@ -277,32 +279,33 @@ async fn stream(
     }
 }
 
+// Borrowed where the JSON has no escapes: no allocation per streamed chunk.
 #[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    choices: Vec<Choice>,
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
-    #[serde(default)]
-    error: Option<serde_json::Value>,
+    #[serde(default, borrow)]
+    error: Option<&'a serde_json::value::RawValue>,
 }
 
 #[derive(Deserialize)]
-struct Choice {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    delta: Option<Delta>,
-    #[serde(default)]
-    finish_reason: Option<String>,
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
-struct Delta {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -353,7 +356,9 @@ fn handle_event(
             text_len += d.reasoning_content.as_deref().map_or(0, str::len);
         }
         if let Some(f) = &c.finish_reason {
-            rec.finish_reason = Some(f.clone());
+            if rec.finish_reason.as_deref() != Some(f.as_ref()) {
+                rec.finish_reason = Some(f.to_string());
+            }
         }
     }
     // A role-only or empty chunk is not a token.

@@ -123,9 +123,9 @@ pub fn compute(records: &[RequestRecord], wall_ns: u64) -> Metrics {
         };
         let t = first.saturating_sub(r.start_ns) as f64 / 1e6;
         ttft.push(t);
-        for w in 1..r.chunks.len() {
-            let gap = r.chunks[w].0.saturating_sub(r.chunks[w - 1].0) as f64 / 1e6;
-            let k = per_chunk[w].max(1);
+        for (w, &k) in r.chunks.windows(2).zip(&per_chunk[1..]) {
+            let gap = w[1].0.saturating_sub(w[0].0) as f64 / 1e6;
+            let k = k.max(1);
             for _ in 0..k {
                 itl.push(gap / k as f64);
             }

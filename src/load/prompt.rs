@@ -190,7 +190,7 @@ mod tests {
         })
         .await
         .unwrap();
-        assert!(count <= 5001 && count >= 4999, "{count}");
+        assert!((4999..=5001).contains(&count), "{count}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use toml::Spanned;
 
-pub use schema::{Api, Overflow};
+pub use schema::{Api, Overflow, ShortRequests};
 use schema::{Axes, RawPlan};
 
 use crate::detect::FailureKind;
@@ -55,6 +55,7 @@ pub struct Limits {
     pub stall_timeout_s: f64,
     pub cell_timeout_s: f64,
     pub max_error_rate: f64,
+    pub short_requests: ShortRequests,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -406,6 +407,7 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
         stall_timeout_s: positive(l.stall_timeout_s, 120.0, "stall_timeout_s")?,
         cell_timeout_s: positive(l.cell_timeout_s, 3600.0, "cell_timeout_s")?,
         max_error_rate,
+        short_requests: l.short_requests,
     })
 }
 

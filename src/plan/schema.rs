@@ -133,6 +133,18 @@ pub struct RawLimits {
     /// Fraction of failed requests a cell tolerates (default 0).
     #[serde(default)]
     pub max_error_rate: Option<f64>,
+    /// Requests that returned fewer tokens than asked: "count" (default) or
+    /// "fail" the cell (vLLM silently lowers max_tokens near the context limit).
+    #[serde(default)]
+    pub short_requests: ShortRequests,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShortRequests {
+    #[default]
+    Count,
+    Fail,
 }
 
 #[derive(Debug, Deserialize)]

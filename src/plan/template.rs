@@ -11,15 +11,15 @@ pub fn fill(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<S
     while let Some(i) = rest.find(['{', '}']) {
         out.push_str(&rest[..i]);
         let tail = &rest[i..];
-        if tail.starts_with("{{") {
+        if let Some(r) = tail.strip_prefix("{{") {
             out.push('{');
-            rest = &tail[2..];
-        } else if tail.starts_with("}}") {
+            rest = r;
+        } else if let Some(r) = tail.strip_prefix("}}") {
             out.push('}');
-            rest = &tail[2..];
-        } else if tail.starts_with('}') {
+            rest = r;
+        } else if let Some(r) = tail.strip_prefix('}') {
             out.push('}');
-            rest = &tail[1..];
+            rest = r;
         } else {
             let Some(end) = tail.find('}') else {
                 return Err(tail.to_string());
@@ -42,8 +42,8 @@ pub fn placeholders(template: &str) -> Vec<String> {
     let mut rest = template;
     while let Some(i) = rest.find('{') {
         let tail = &rest[i..];
-        if tail.starts_with("{{") {
-            rest = &tail[2..];
+        if let Some(r) = tail.strip_prefix("{{") {
+            rest = r;
             continue;
         }
         match tail.find('}') {

@@ -80,7 +80,12 @@ impl RunDir {
             finished_at: None,
         };
         write_meta(path, &meta)?;
-        RunDir::open_files(path)
+        let run = RunDir::open_files(path)?;
+        // Make the new files' directory entries durable too.
+        if let Ok(d) = File::open(path) {
+            let _ = d.sync_all();
+        }
+        Ok(run)
     }
 
     /// Reopen a run directory to continue it. A torn last line of `results.jsonl`
@@ -313,6 +318,17 @@ pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
     Ok(out)
 }
 
+/// The events recorded in a run directory (unreadable lines skipped: a newer
+/// version's event kinds, or a torn last line).
+pub fn read_events(dir: &Path) -> Vec<Event> {
+    let Ok(text) = fs::read_to_string(dir.join(EVENTS)) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// Default run directory: `runs/<plan>-<UTC timestamp>`.
 pub fn default_dir(plan_name: &str) -> PathBuf {
     PathBuf::from("runs").join(format!("{plan_name}-{}", crate::event::stamp()))
@@ -366,6 +382,29 @@ mod tests {
         assert_eq!(cells, ["a", "b", "c"]);
         // Creating over an existing run is refused.
         assert!(RunDir::create(&dir, "demo", "").is_err());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_full_disk_is_a_clear_error_naming_the_file() {
+        let dir = std::env::temp_dir().join(format!("sweeptop-store3-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut run = RunDir::create(&dir, "demo", "").unwrap();
+        run.append_result(&record("a", Status::Skipped)).unwrap();
+        drop(run);
+        // Stand in for a full disk: /dev/full fails every write with ENOSPC.
+        let kept = fs::read(dir.join(RESULTS)).unwrap();
+        fs::rename(dir.join(RESULTS), dir.join("kept.jsonl")).unwrap();
+        std::os::unix::fs::symlink("/dev/full", dir.join(RESULTS)).unwrap();
+        let mut run = RunDir::open_files(&dir).unwrap();
+        let err = run
+            .append_result(&record("b", Status::Skipped))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("results.jsonl"), "{err}");
+        assert!(err.to_lowercase().contains("no space"), "{err}");
+        // What was recorded before is untouched.
+        assert_eq!(fs::read(dir.join("kept.jsonl")).unwrap(), kept);
         let _ = fs::remove_dir_all(&dir);
     }
 

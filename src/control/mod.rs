@@ -1,0 +1,392 @@
+//! The attach protocol: a Unix socket in the run directory through which other
+//! terminals watch and steer a running sweep.
+//!
+//! Protocol version 1, newline-delimited JSON. On connect the sweep sends
+//! `{"type":"hello","version":1,"run_dir":…,"plan":…}`, then every recorded event
+//! so far (`{"type":"event","event":{…}}`), then `{"type":"live"}`, then live events
+//! as they happen. A client sends commands, the same ones the keys produce:
+//! `{"type":"command","command":{"command":"pause"}}` (`resume`, `toggle_pause`,
+//! `skip_config`, `skip_cell`, `retry` + `target`, `exclude` + `config`, `quit`).
+//! A client that falls behind is never waited for: its queue is bounded, and when it
+//! overflows the client gets `{"type":"resync"}` followed by a fresh snapshot once it
+//! reads again. Only the owner of the sweep may connect (peer uid checked).
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::engine::{Bus, Command, Request};
+use crate::event::Event;
+
+pub const VERSION: u32 = 1;
+pub const SOCKET: &str = "control.sock";
+/// Lines a client may have queued before it is resynchronised instead.
+const CLIENT_QUEUE: usize = 2048;
+/// Log lines kept for a newly attached viewer.
+const LOG_HISTORY: usize = 200;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMsg {
+    Hello {
+        version: u32,
+        run_dir: String,
+        plan: String,
+    },
+    Event {
+        event: Event,
+    },
+    /// The snapshot is complete; live events follow.
+    Live,
+    /// The client fell behind: a fresh snapshot follows.
+    Resync,
+    Refused {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMsg {
+    Command { command: Command },
+}
+
+/// Whether a connecting peer may steer the sweep: only its owner.
+pub fn peer_allowed(peer_uid: u32, own_uid: u32) -> bool {
+    peer_uid == own_uid
+}
+
+fn own_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// What a new viewer needs: recorded events, the latest GPU sample, recent log lines.
+struct History {
+    events: Vec<Arc<str>>,
+    gpu: Option<Arc<str>>,
+    logs: VecDeque<Arc<str>>,
+}
+
+impl History {
+    fn snapshot(&self) -> Vec<Arc<str>> {
+        let mut v = self.events.clone();
+        v.extend(self.gpu.iter().cloned());
+        v.extend(self.logs.iter().cloned());
+        v
+    }
+}
+
+struct Client {
+    tx: mpsc::Sender<Arc<str>>,
+    /// Set by the hub when the client's queue overflowed; cleared by a resync.
+    behind: Arc<AtomicBool>,
+}
+
+enum HubMsg {
+    Join(Client, oneshot::Sender<Vec<Arc<str>>>),
+    /// A client that fell behind asks for a fresh snapshot (identified by its flag).
+    Resync(Arc<AtomicBool>, oneshot::Sender<Vec<Arc<str>>>),
+}
+
+/// A running control socket; dropping it removes the socket file.
+pub struct ControlServer {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn line(msg: &ServerMsg) -> Arc<str> {
+    let mut s = serde_json::to_string(msg).unwrap_or_default();
+    s.push('\n');
+    s.into()
+}
+
+/// Bind `RUN_DIR/control.sock`. A socket left by a dead run (nothing listening) is
+/// replaced; one that answers means another sweep is running in this directory.
+pub async fn bind(run_dir: &Path) -> io::Result<UnixListener> {
+    // The run directory is the owner's alone, and so is the socket in it.
+    std::fs::set_permissions(run_dir, std::fs::Permissions::from_mode(0o700))?;
+    let path = run_dir.join(SOCKET);
+    if path.exists() {
+        if is_live(run_dir) {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "another sweep is running in {} (its control socket answers)",
+                    run_dir.display()
+                ),
+            ));
+        }
+        std::fs::remove_file(&path)?;
+    }
+    let listener = UnixListener::bind(&path)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Serve the socket: replay history to each viewer, then live events; forward
+/// their commands to the engine. `recorded` are events from `events.jsonl` written
+/// before this process started (a resumed sweep).
+pub fn serve(
+    listener: UnixListener,
+    run_dir: &Path,
+    plan: &str,
+    bus: &Bus,
+    commands: mpsc::Sender<Request>,
+    recorded: Vec<Event>,
+) -> ControlServer {
+    let path = run_dir.join(SOCKET);
+    let hello = line(&ServerMsg::Hello {
+        version: VERSION,
+        run_dir: run_dir.display().to_string(),
+        plan: plan.to_string(),
+    });
+    let mut events_rx = bus.events.subscribe();
+    let mut logs_rx = bus.logs.subscribe();
+    let (hub_tx, mut hub_rx) = mpsc::channel::<HubMsg>(64);
+    let task = tokio::spawn(async move {
+        let mut history = History {
+            events: recorded
+                .into_iter()
+                .map(|event| line(&ServerMsg::Event { event }))
+                .collect(),
+            gpu: None,
+            logs: VecDeque::new(),
+        };
+        let mut clients: Vec<Client> = Vec::new();
+        let acceptor = tokio::spawn(accept_loop(listener, hello, hub_tx, commands));
+        loop {
+            tokio::select! {
+                ev = events_rx.recv() => match ev {
+                    Ok(ev) => {
+                        let l = line(&ServerMsg::Event { event: ev.clone() });
+                        match &ev {
+                            Event::Gpu { .. } => history.gpu = Some(l.clone()),
+                            e if e.persisted() => history.events.push(l.clone()),
+                            _ => {}
+                        }
+                        send_all(&clients, &l);
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        // The hub itself fell behind: every viewer resyncs from history.
+                        for c in &clients {
+                            c.behind.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                log = logs_rx.recv() => {
+                    if let Ok(ev) = log {
+                        let l = line(&ServerMsg::Event { event: ev });
+                        if history.logs.len() >= LOG_HISTORY {
+                            history.logs.pop_front();
+                        }
+                        history.logs.push_back(l.clone());
+                        send_all(&clients, &l);
+                    }
+                },
+                msg = hub_rx.recv() => match msg {
+                    Some(HubMsg::Join(client, reply)) => {
+                        let _ = reply.send(history.snapshot());
+                        clients.push(client);
+                    }
+                    Some(HubMsg::Resync(flag, reply)) => {
+                        // Snapshot and flag change happen together here, so the
+                        // client's queue holds exactly what follows the snapshot.
+                        let _ = reply.send(history.snapshot());
+                        flag.store(false, Ordering::Relaxed);
+                    }
+                    None => break,
+                },
+            }
+            clients.retain(|c| !c.tx.is_closed());
+        }
+        acceptor.abort();
+    });
+    ControlServer { path, task }
+}
+
+fn send_all(clients: &[Client], l: &Arc<str>) {
+    for c in clients {
+        if c.behind.load(Ordering::Relaxed) {
+            continue;
+        }
+        if let Err(mpsc::error::TrySendError::Full(_)) = c.tx.try_send(l.clone()) {
+            // Never wait for a slow viewer: stop queueing, resync it when it reads.
+            c.behind.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: UnixListener,
+    hello: Arc<str>,
+    hub: mpsc::Sender<HubMsg>,
+    commands: mpsc::Sender<Request>,
+) {
+    let me = own_uid();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
+        if !peer_allowed(uid, me) {
+            let refusal = line(&ServerMsg::Refused {
+                reason: format!("uid {uid} may not attach to a sweep owned by uid {me}"),
+            });
+            let (_, mut w) = stream.into_split();
+            let _ = w.write_all(refusal.as_bytes()).await;
+            continue;
+        }
+        tokio::spawn(session(
+            stream,
+            hello.clone(),
+            hub.clone(),
+            commands.clone(),
+        ));
+    }
+}
+
+async fn session(
+    stream: UnixStream,
+    hello: Arc<str>,
+    hub: mpsc::Sender<HubMsg>,
+    commands: mpsc::Sender<Request>,
+) {
+    let (read, mut write) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel::<Arc<str>>(CLIENT_QUEUE);
+    let behind = Arc::new(AtomicBool::new(false));
+    let (reply_tx, reply_rx) = oneshot::channel();
+    let client = Client {
+        tx,
+        behind: behind.clone(),
+    };
+    if hub.send(HubMsg::Join(client, reply_tx)).await.is_err() {
+        return;
+    }
+    let Ok(snapshot) = reply_rx.await else {
+        return;
+    };
+    // The reader lives until the client closes its end, even if writing to it
+    // fails first: a one-shot `--send` client may close before reading anything.
+    tokio::spawn(read_commands(read, commands));
+    let live = line(&ServerMsg::Live);
+    let resync = line(&ServerMsg::Resync);
+    let result: io::Result<()> = async {
+        write.write_all(hello.as_bytes()).await?;
+        write_all(&mut write, &snapshot).await?;
+        write.write_all(live.as_bytes()).await?;
+        loop {
+            if behind.load(Ordering::Relaxed) {
+                // The backlog is stale: drop it and start over from a snapshot.
+                while rx.try_recv().is_ok() {}
+                let (reply_tx, reply_rx) = oneshot::channel();
+                if hub
+                    .send(HubMsg::Resync(behind.clone(), reply_tx))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                let Ok(snapshot) = reply_rx.await else { break };
+                write.write_all(resync.as_bytes()).await?;
+                write_all(&mut write, &snapshot).await?;
+                write.write_all(live.as_bytes()).await?;
+                continue;
+            }
+            match rx.recv().await {
+                Some(l) => write.write_all(l.as_bytes()).await?,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+    .await;
+    let _ = result;
+}
+
+async fn write_all(w: &mut tokio::net::unix::OwnedWriteHalf, lines: &[Arc<str>]) -> io::Result<()> {
+    // One buffer per batch: a snapshot can be thousands of lines.
+    let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len()).sum());
+    for l in lines {
+        buf.extend_from_slice(l.as_bytes());
+    }
+    w.write_all(&buf).await
+}
+
+async fn read_commands(read: tokio::net::unix::OwnedReadHalf, commands: mpsc::Sender<Request>) {
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(l)) = lines.next_line().await {
+        if let Ok(ClientMsg::Command { command }) = serde_json::from_str::<ClientMsg>(&l) {
+            let req = Request {
+                command,
+                source: "attach".into(),
+            };
+            if commands.send(req).await.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// A connection to a running sweep, for `attach` and `ls`.
+pub struct Connection {
+    pub messages: mpsc::Receiver<ServerMsg>,
+    commands: tokio::net::unix::OwnedWriteHalf,
+}
+
+impl Connection {
+    pub async fn connect(run_dir: &Path) -> io::Result<Connection> {
+        let stream = UnixStream::connect(run_dir.join(SOCKET)).await?;
+        let (read, write) = stream.into_split();
+        let (tx, rx) = mpsc::channel(4096);
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(read).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                match serde_json::from_str::<ServerMsg>(&l) {
+                    Ok(m) => {
+                        if tx.send(m).await.is_err() {
+                            break;
+                        }
+                    }
+                    // A newer sweep may send kinds of events this viewer does not know.
+                    Err(_) => continue,
+                }
+            }
+        });
+        Ok(Connection {
+            messages: rx,
+            commands: write,
+        })
+    }
+
+    pub async fn send(&mut self, command: Command) -> io::Result<()> {
+        let mut s =
+            serde_json::to_string(&ClientMsg::Command { command }).map_err(io::Error::other)?;
+        s.push('\n');
+        self.commands.write_all(s.as_bytes()).await
+    }
+}
+
+/// Whether a sweep answers on this run directory's socket.
+pub fn is_live(run_dir: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(run_dir.join(SOCKET)).is_ok()
+}
+
+#[cfg(test)]
+mod tests;

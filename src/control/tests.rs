@@ -1,0 +1,133 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+
+fn notice(i: usize) -> Event {
+    Event::Notice {
+        at: "t".into(),
+        level: crate::event::Level::Info,
+        message: format!("event {i} {}", "x".repeat(200)),
+    }
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sweeptop-control-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+async fn next(conn: &mut Connection) -> ServerMsg {
+    tokio::time::timeout(Duration::from_secs(10), conn.messages.recv())
+        .await
+        .expect("a message in time")
+        .expect("connection open")
+}
+
+#[tokio::test]
+async fn socket_is_private_and_replays_history_then_live_events() {
+    let dir = tmpdir("replay");
+    let bus = Bus::new();
+    let (tx, mut rx) = mpsc::channel(8);
+    let listener = bind(&dir).await.unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.join(SOCKET)), 0o600);
+    assert_eq!(mode(&dir), 0o700);
+    let server = serve(listener, &dir, "demo", &bus, tx, vec![notice(0)]);
+    bus.events.send(notice(1)).unwrap();
+    // Let the hub take event 1 into its history before we join.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut conn = Connection::connect(&dir).await.unwrap();
+    assert!(matches!(
+        next(&mut conn).await,
+        ServerMsg::Hello { version: 1, .. }
+    ));
+    assert_eq!(next(&mut conn).await, ServerMsg::Event { event: notice(0) });
+    assert_eq!(next(&mut conn).await, ServerMsg::Event { event: notice(1) });
+    assert_eq!(next(&mut conn).await, ServerMsg::Live);
+    bus.events.send(notice(2)).unwrap();
+    assert_eq!(next(&mut conn).await, ServerMsg::Event { event: notice(2) });
+    // Commands reach the engine's channel, marked as coming from a viewer.
+    conn.send(Command::Pause).await.unwrap();
+    let req = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(req.command, Command::Pause);
+    assert_eq!(req.source, "attach");
+    // A second sweep may not take over a live socket; a stale one is replaced.
+    assert!(bind(&dir).await.is_err());
+    drop(server);
+    assert!(!dir.join(SOCKET).exists());
+    let stale = std::os::unix::net::UnixListener::bind(dir.join(SOCKET)).unwrap();
+    drop(stale);
+    assert!(!is_live(&dir));
+    assert!(bind(&dir).await.is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn only_the_owner_may_attach() {
+    assert!(peer_allowed(1000, 1000));
+    assert!(!peer_allowed(1001, 1000));
+    assert!(!peer_allowed(0, 1000));
+    assert!(
+        !peer_allowed(1000, 0),
+        "root's sweep refuses other users too"
+    );
+}
+
+#[tokio::test]
+async fn a_viewer_that_stops_reading_never_blocks_and_is_resynchronised() {
+    let dir = tmpdir("slow");
+    let bus = Bus::new();
+    let (tx, _rx) = mpsc::channel(8);
+    let listener = bind(&dir).await.unwrap();
+    let _server = serve(listener, &dir, "demo", &bus, tx, Vec::new());
+    // A raw client that does not read at all.
+    let mut stream = UnixStream::connect(dir.join(SOCKET)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Far more than the socket buffer and the client queue: sending never waits.
+    let n = CLIENT_QUEUE * 4;
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        bus.events.send(notice(i)).unwrap();
+        if i % 256 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "publishing waited on a slow viewer"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Now read everything: somewhere a resync arrives, followed by a snapshot that
+    // ends with the latest event, then the live marker.
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = String::from_utf8_lossy(&buf);
+        if let Some(i) = text.find("{\"type\":\"resync\"}") {
+            let after = &text[i..];
+            if after.contains(&format!("event {} ", n - 1)) && after.contains("{\"type\":\"live\"}")
+            {
+                break;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no resync seen");
+        let got = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(got > 0, "connection closed");
+        buf.extend_from_slice(&chunk[..got]);
+    }
+    // Every line is valid protocol.
+    let text = String::from_utf8_lossy(&buf);
+    for l in text.lines() {
+        serde_json::from_str::<ServerMsg>(l).unwrap_or_else(|e| panic!("bad line {l}: {e}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

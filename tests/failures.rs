@@ -1,0 +1,209 @@
+//! Every crash kind the simulated server can inject, in both server flavors, is
+//! recorded with the right kind and evidence, and the next config runs on a
+//! fresh server; hangs are caught by the stall timeout and the group is gone.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const PLAN: &str = r#"
+name = "faults"
+config_id = "{flavor}-{fault}"
+
+[server]
+command = "{sweeptop} sim-server --flavor {flavor} --port {port} --tp 2 --startup-ms 100 --ttft-ms 5 --itl-ms 2 {spec}"
+port = "auto"
+stop_grace_s = 2
+ready = { timeout_s = 3 }
+
+[limits]
+context = 4096
+stall_timeout_s = 1.5
+request_timeout_s = 30
+
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1, 2]
+requests = 2
+max_tokens = 16
+
+[[phases]]
+id = "all"
+  [phases.matrix]
+  flavor = ["sglang", "vllm"]
+  fault = ["cuda_illegal_instruction", "cuda_illegal_address", "cuda_oom", "device_assert", "nccl_error",
+           "triton_error", "signal_crash", "oom_killed", "server_exited", "engine_dead",
+           "startup_no_kernel_image", "startup_cuda_oom", "startup_hang", "hang", "none"]
+  [[phases.set]]
+  when = { fault = ["cuda_illegal_instruction", "cuda_illegal_address", "cuda_oom", "device_assert", "nccl_error", "triton_error", "signal_crash", "oom_killed", "server_exited", "engine_dead"] }
+  vars = { spec = "--fault crash:{fault}@10" }
+  [[phases.set]]
+  when = { fault = "startup_no_kernel_image" }
+  vars = { spec = "--fault startup-crash:no_kernel_image" }
+  [[phases.set]]
+  when = { fault = "startup_cuda_oom" }
+  vars = { spec = "--fault startup-crash:cuda_oom" }
+  [[phases.set]]
+  when = { fault = "startup_hang" }
+  vars = { spec = "--fault startup-hang" }
+  [[phases.set]]
+  when = { fault = "hang" }
+  vars = { spec = "--fault hang@10" }
+  [[phases.set]]
+  when = { fault = "none" }
+  vars = { spec = "" }
+"#;
+
+#[test]
+fn every_injected_fault_is_recorded_with_its_kind_and_evidence() {
+    let dir = scratch("faults");
+    let plan = dir.join("faults.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let out_dir = dir.join("run");
+    let tag = format!("faults-{}", std::process::id());
+    let mut cmd = sweeptop(&tag);
+    cmd.arg("run")
+        .arg(&plan)
+        .args(["--headless", "--no-gpu", "--out"])
+        .arg(&out_dir);
+    let out = run_with_deadline(cmd, Duration::from_secs(240));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = results(&out_dir);
+    assert_eq!(results.len(), 2 * 15 * 2, "{stdout}");
+    fn expect(fault: &str) -> &str {
+        match fault {
+            "engine_dead" | "server_exited" => "server_exited",
+            "startup_no_kernel_image" => "no_kernel_image",
+            "startup_cuda_oom" => "cuda_oom",
+            "startup_hang" => "startup_timeout",
+            "hang" => "stalled",
+            "none" => "",
+            k => k,
+        }
+    }
+    for flavor in ["sglang", "vllm"] {
+        for fault in [
+            "cuda_illegal_instruction",
+            "cuda_illegal_address",
+            "cuda_oom",
+            "device_assert",
+            "nccl_error",
+            "triton_error",
+            "signal_crash",
+            "oom_killed",
+            "server_exited",
+            "engine_dead",
+            "startup_no_kernel_image",
+            "startup_cuda_oom",
+            "startup_hang",
+            "hang",
+            "none",
+        ] {
+            let config = format!("{flavor}-{fault}");
+            let cells: Vec<_> = results
+                .iter()
+                .filter(|r| r["config"] == config.as_str())
+                .collect();
+            assert_eq!(cells.len(), 2, "{config}");
+            let first = cells[0];
+            if fault == "none" {
+                // A healthy config after all the crashes runs on a fresh server.
+                for c in &cells {
+                    assert_eq!(c["status"], "ok", "{c}");
+                    // --no-gpu: the GPU figures are there, and null.
+                    assert!(c["metrics"]["gpu_mem_peak_mib"].is_null(), "{c}");
+                    assert!(c["metrics"]["gpu_util_mean"].is_null(), "{c}");
+                }
+                continue;
+            }
+            assert_eq!(first["status"], "failed", "{config}: {first}");
+            assert_eq!(first["failure"]["kind"], expect(fault), "{config}: {first}");
+            let evidence = first["failure"]["evidence"].as_array().unwrap();
+            if !["server_exited", "engine_dead", "startup_hang", "hang"].contains(&fault) {
+                assert!(!evidence.is_empty(), "{config}: no evidence in {first}");
+            }
+            if fault == "hang" {
+                // The stall is caught within the stall timeout plus a second, and
+                // the next cell of the config runs on a fresh server.
+                let msg = first["failure"]["message"].as_str().unwrap();
+                let secs: f64 = msg
+                    .split("for ")
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!((1.5..2.5).contains(&secs), "{msg}");
+            }
+        }
+    }
+    // Each config's server was launched on its own; every group is gone.
+    let starts = stdout.matches(": starting").count();
+    assert!(starts >= 30, "{starts} launches\n{stdout}");
+    assert!(tagged_processes(&tag).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_crashed_config_is_relaunched_as_the_plan_allows_then_marked() {
+    let dir = scratch("retry");
+    let plan = dir.join("retry.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "retry"
+[server]
+command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2 --fault crash:cuda_illegal_address@40"
+port = "auto"
+retries = 1
+stop_grace_s = 1
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 4
+max_tokens = 16
+[[phases]]
+id = "p"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("run");
+    let mut cmd = sweeptop("retry");
+    cmd.arg("run")
+        .arg(&plan)
+        .args(["--headless", "--no-gpu", "--out"])
+        .arg(&out_dir);
+    let out = run_with_deadline(cmd, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let starts: Vec<_> = events(&out_dir)
+        .into_iter()
+        .filter(|e| e["event"] == "config_starting")
+        .collect();
+    assert_eq!(starts.len(), 2, "one launch and one retry");
+    assert_eq!(starts[1]["attempt"], 2);
+    let results = results(&out_dir);
+    assert_eq!(
+        results.len(),
+        1,
+        "the cell is recorded once, after the last attempt"
+    );
+    assert_eq!(results[0]["failure"]["kind"], "cuda_illegal_address");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,68 @@
+//! A server flooding its stderr must keep its token pacing while sweeptop reads,
+//! logs and classifies every line: the reader never makes the server wait.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn a_server_flooding_stderr_keeps_its_pacing_and_every_line_is_kept() {
+    let dir = scratch("flood");
+    let plan = dir.join("flood.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "flood"
+[server]
+command = "{sweeptop} sim-server --port {port} --startup-ms 100 --ttft-ms 20 --itl-ms 5 --fault flood:50"
+port = "auto"
+stop_grace_s = 2
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 6
+max_tokens = 200
+[[phases]]
+id = "p"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("run");
+    let mut cmd = sweeptop("flood");
+    cmd.arg("run")
+        .arg(&plan)
+        .args(["--headless", "--no-gpu", "--out"])
+        .arg(&out_dir);
+    let out = run_with_deadline(cmd, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = &results(&out_dir)[0];
+    assert_eq!(r["status"], "ok", "{r}");
+    let m = &r["metrics"];
+    let itl = m["itl_ms_p50"].as_f64().unwrap();
+    let ttft = m["ttft_ms_p50"].as_f64().unwrap();
+    // A reader that fell behind would fill the pipe and stall the server's
+    // writes (and its tokens) by far more than these bounds.
+    assert!((4.5..6.5).contains(&itl), "ITL p50 {itl} ms, expected 5");
+    assert!(
+        (18.0..40.0).contains(&ttft),
+        "TTFT p50 {ttft} ms, expected 20"
+    );
+    // About 6 s of serving at 50 MB/s: the log holds what was written.
+    let duration = m["duration_s"].as_f64().unwrap();
+    let log = std::fs::metadata(out_dir.join("logs/p.log")).unwrap().len() as f64;
+    let rate = log / 1e6 / duration;
+    assert!(
+        rate >= 40.0,
+        "log grew at {rate:.1} MB/s over {duration:.1} s"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
