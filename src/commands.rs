@@ -27,6 +27,7 @@ pub struct RunArgs {
     pub detach: bool,
     pub demo: bool,
     pub gpu: GpuArgs,
+    pub view: crate::tui::ViewArgs,
 }
 
 /// GPU telemetry flags shared by `run`, `demo` and `gpus`.
@@ -84,6 +85,20 @@ pub fn run(args: RunArgs) -> Result<i32> {
         };
         return detach(&dir);
     }
+    let headless = args.headless || !std::io::stdout().is_terminal();
+    // The dashboard's settings come first: a bad keys or theme file is an error
+    // before anything starts.
+    let setup = if headless {
+        None
+    } else {
+        match args.view.setup(!args.gpu.no_gpu) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(2);
+            }
+        }
+    };
     let (plan, run_dir) = if let Some(dir) = &args.resume {
         if crate::control::is_live(dir) {
             return Err(eyre!(
@@ -104,10 +119,19 @@ pub fn run(args: RunArgs) -> Result<i32> {
         let run = RunDir::create(&dir, &plan.name, &plan.source).map_err(|e| eyre!("{e}"))?;
         (plan, run)
     };
-    let headless = args.headless || !std::io::stdout().is_terminal();
-    if !headless {
-        eprintln!("(the live dashboard is not built yet; showing line progress)");
-    }
+    let plan = Arc::new(plan);
+    // A resumed run shows what is already recorded.
+    let seed = match &args.resume {
+        Some(dir) => crate::tui::load_run(dir).unwrap_or_default(),
+        None => crate::tui::state::ViewState::default(),
+    };
+    let seed = crate::tui::state::ViewState {
+        plan: Some(plan.clone()),
+        plan_name: plan.name.clone(),
+        total_configs: plan.configs.len(),
+        total_cells: plan.cells.len(),
+        ..seed
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -130,11 +154,20 @@ pub fn run(args: RunArgs) -> Result<i32> {
             tx.clone(),
             store::read_events(&run_path),
         );
-        let printer = tokio::spawn(crate::headless::print(bus.events.subscribe()));
+        let mut dashboard = None;
+        if let Some(setup) = setup {
+            match crate::tui::Dashboard::start(seed, run_path.clone(), &bus, tx.clone(), setup) {
+                Ok(d) => dashboard = Some(d),
+                Err(e) => eprintln!("(no dashboard: {e}; showing line progress)"),
+            }
+        }
+        let printer = dashboard
+            .is_none()
+            .then(|| tokio::spawn(crate::headless::print(bus.events.subscribe())));
         spawn_signal_handlers(tx.clone());
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sweeptop"));
         let engine = Engine::new(
-            Arc::new(plan),
+            plan,
             run_dir,
             bus.clone(),
             rx,
@@ -143,18 +176,67 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 gpu: args.gpu.source(args.demo),
                 gpu_interval: std::time::Duration::from_millis(args.gpu.gpu_interval_ms),
             },
-        )
-        .map_err(|e| eyre!(e))?;
-        let outcome = engine.run().await;
+        );
+        let outcome = match engine {
+            Ok(engine) => engine.run().await.map_err(|e| eyre!(e)),
+            Err(e) => Err(eyre!(e)),
+        };
         drop(bus);
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), printer).await;
+        if let Some(p) = printer {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), p).await;
+        }
+        if let Some(mut d) = dashboard {
+            // After a finished sweep the dashboard stays until the user leaves it.
+            d.engine_done();
+            let detached = d.detached.clone();
+            let _ = tokio::task::spawn_blocking(move || d.join()).await;
+            if !detached.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut out = std::io::stdout().lock();
+                let _ = match &outcome {
+                    Ok(Outcome::Finished) => {
+                        writeln!(out, "sweep finished; results in {}", run_path.display())
+                    }
+                    Ok(Outcome::Interrupted) => writeln!(
+                        out,
+                        "sweep interrupted; continue it with: sweeptop run --resume {}",
+                        run_path.display()
+                    ),
+                    Err(_) => Ok(()),
+                };
+            }
+        }
         drop(tx);
         match outcome {
             Ok(Outcome::Finished) => Ok(0),
             Ok(Outcome::Interrupted) => Ok(EXIT_INTERRUPTED),
-            Err(e) => Err(eyre!(e)),
+            Err(e) => Err(e),
         }
     })
+}
+
+/// `sweeptop open DIR`: the dashboard over a recorded run (read-only); without
+/// a terminal, the grid as Markdown.
+pub fn open(dir: &Path, view: &crate::tui::ViewArgs) -> Result<i32> {
+    if !std::io::stdout().is_terminal() {
+        let view = match crate::tui::load_run(dir) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(2);
+            }
+        };
+        let records: Vec<_> = view.records.values().cloned().collect();
+        let text = export::render(Format::Md, view.plan.as_deref(), &records);
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+        return Ok(0);
+    }
+    match crate::tui::open(dir, view) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(2)
+        }
+    }
 }
 
 /// SIGINT and SIGTERM stop the sweep (the server group is stopped, what is

@@ -14,3 +14,4 @@ pub mod load;
 pub mod plan;
 pub mod sim;
 pub mod store;
+pub mod tui;

@@ -32,6 +32,8 @@ enum Cmd {
         detach: bool,
         #[command(flatten)]
         gpu: commands::GpuArgs,
+        #[command(flatten)]
+        view: sweeptop::tui::ViewArgs,
     },
     /// Run the bundled demo sweep against the simulated server (no GPU needed).
     Demo {
@@ -43,6 +45,15 @@ enum Cmd {
         out: Option<PathBuf>,
         #[command(flatten)]
         gpu: commands::GpuArgs,
+        #[command(flatten)]
+        view: sweeptop::tui::ViewArgs,
+    },
+    /// Show a finished or interrupted run in the dashboard (read-only).
+    Open {
+        /// The run directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        view: sweeptop::tui::ViewArgs,
     },
     /// Show what NVML reports about this machine's GPUs.
     Gpus {
@@ -110,6 +121,7 @@ fn main() -> color_eyre::Result<()> {
             headless,
             detach,
             gpu,
+            view,
         } => commands::run(commands::RunArgs {
             plan,
             resume,
@@ -118,12 +130,14 @@ fn main() -> color_eyre::Result<()> {
             detach,
             demo: false,
             gpu,
+            view,
         })?,
         Cmd::Demo {
             headless,
             detach,
             out,
             gpu,
+            view,
         } => commands::run(commands::RunArgs {
             plan: None,
             resume: None,
@@ -132,7 +146,9 @@ fn main() -> color_eyre::Result<()> {
             detach,
             demo: true,
             gpu,
+            view,
         })?,
+        Cmd::Open { dir, view } => commands::open(&dir, &view)?,
         Cmd::Ls { dir, json } => commands::ls(&dir, json)?,
         Cmd::Attach {
             dir,

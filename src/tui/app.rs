@@ -1,0 +1,940 @@
+//! The dashboard's vocabulary and its one place of change: keys become
+//! [`Action`]s, [`App::update`] applies them (folding events into the view state,
+//! moving the selection, sending commands to the engine), and drawing only reads.
+
+use std::path::{Path, PathBuf};
+
+use crossterm::event::{KeyCode, KeyEvent};
+use tokio::sync::mpsc;
+
+use crate::engine::{Command, Request};
+use crate::event::{Event, Level};
+use crate::store::{self, Status};
+
+use super::draw;
+use super::grid::{CellView, Grid, ValueMode};
+use super::keymap::{Chord, Key, Keymap};
+use super::state::{LineKind, LogLine, LogTail, Shown, Sweep, ViewState};
+use super::theme::Theme;
+
+/// Everything that can change the dashboard.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// A bound key.
+    Key(Key),
+    /// Yes to the open question (quit).
+    Confirm,
+    /// Close the popup, cancel the question or the search.
+    Cancel,
+    SearchInput(char),
+    SearchBackspace,
+    SearchSubmit,
+    /// Something the engine said.
+    Event(Event),
+    /// The view fell behind the event stream: re-read the results from disk.
+    EventsMissed,
+    /// The view fell behind the server log by this many lines.
+    LogsMissed(u64),
+    /// The clock, in Unix milliseconds.
+    Tick(i64),
+    Resize(u16, u16),
+    /// The engine has returned: nothing more will arrive.
+    EngineDone,
+}
+
+/// How soon the screen needs drawing after an update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Redraw {
+    No,
+    /// Data that may wait for the next regular frame (log lines, GPU samples, the clock).
+    Soon,
+    /// Something the user did or must see now.
+    Now,
+}
+
+/// Live (commands go to the engine) or a recorded run (read-only).
+pub enum Mode {
+    Live { commands: mpsc::Sender<Request> },
+    ReadOnly,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    Grid,
+    Log,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Overlay {
+    None,
+    Help { scroll: u16 },
+    Details { scroll: u16 },
+    ConfirmQuit,
+    Search(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flash {
+    pub text: String,
+    pub level: Level,
+    pub until_ms: i64,
+}
+
+/// Where the user is looking: selection, scroll positions, popups.
+#[derive(Debug, Clone)]
+pub struct Ui {
+    pub focus: Focus,
+    /// Selected config (index into `Grid::configs`).
+    pub sel_config: usize,
+    /// Selected column; `None` selects the whole config (its row label).
+    pub sel_col: Option<usize>,
+    /// The selection follows the running cell until the user moves it.
+    pub track_running: bool,
+    /// First display row and first column shown.
+    pub grid_top: usize,
+    pub grid_left: usize,
+    /// Log lines scrolled back from the newest; 0 with `follow` keeps up.
+    pub log_back: usize,
+    pub follow: bool,
+    /// Log lines pushed when the log pane was last brought up to date: new
+    /// lines show with the next tick (once a second) or the next key, so a
+    /// chatty server does not repaint the pane for every line.
+    pub log_shown: u64,
+    /// Log lines or GPU samples arrived since the last tick.
+    pub data_stale: bool,
+    pub last_search: Option<String>,
+    pub overlay: Overlay,
+    pub value: ValueMode,
+    pub flash: Option<Flash>,
+    /// Advances every tick: the running cell's spinner.
+    pub spinner: usize,
+}
+
+impl Default for Ui {
+    fn default() -> Self {
+        Ui {
+            focus: Focus::Grid,
+            sel_config: 0,
+            sel_col: Some(0),
+            track_running: true,
+            grid_top: 0,
+            grid_left: 0,
+            log_back: 0,
+            follow: true,
+            log_shown: 0,
+            data_stale: false,
+            last_search: None,
+            overlay: Overlay::None,
+            value: ValueMode::default(),
+            flash: None,
+            spinner: 0,
+        }
+    }
+}
+
+/// How the dashboard looks, fixed at start.
+#[derive(Debug, Clone)]
+pub struct Look {
+    /// Block and braille characters replaced by ASCII.
+    pub ascii: bool,
+    /// The GPU panel is shown (not with `--no-gpu`).
+    pub show_gpu: bool,
+}
+
+pub struct App {
+    pub view: ViewState,
+    pub grid: Grid,
+    pub ui: Ui,
+    pub keymap: Keymap,
+    /// Themes `t` cycles through; `theme` is the one in use.
+    pub themes: Vec<Theme>,
+    pub theme: usize,
+    pub look: Look,
+    pub mode: Mode,
+    pub run_dir: PathBuf,
+    /// The clock (Unix ms): live from ticks, the last event's time for a recorded run.
+    pub now_ms: i64,
+    pub size: (u16, u16),
+    /// The engine asked to quit on the user's word.
+    pub quit_sent: bool,
+    pub engine_done: bool,
+    /// The dashboard should close.
+    pub exit: bool,
+    /// The config whose log file a read-only view shows.
+    log_file_config: Option<String>,
+}
+
+/// How long a message stays on the alert line.
+const FLASH_MS: i64 = 8000;
+
+impl App {
+    pub fn new(
+        view: ViewState,
+        mode: Mode,
+        run_dir: PathBuf,
+        keymap: Keymap,
+        theme: Theme,
+        look: Look,
+    ) -> App {
+        let mut themes: Vec<Theme> = super::theme::names()
+            .into_iter()
+            .filter_map(Theme::builtin)
+            .collect();
+        let theme_index = match themes.iter().position(|t| *t == theme) {
+            Some(i) => i,
+            None => {
+                themes.insert(0, theme);
+                0
+            }
+        };
+        let grid = Grid::build(&view);
+        let mut app = App {
+            view,
+            grid,
+            ui: Ui::default(),
+            keymap,
+            themes,
+            theme: theme_index,
+            look,
+            mode,
+            run_dir,
+            now_ms: 0,
+            size: (80, 24),
+            quit_sent: false,
+            engine_done: false,
+            exit: false,
+            log_file_config: None,
+        };
+        app.now_ms = super::state::parse_ms(&app.view.latest_at).unwrap_or(0);
+        app.ui.log_shown = app.view.log.pushed;
+        app.follow_running();
+        if app.read_only() {
+            app.load_log_file();
+        }
+        app
+    }
+
+    pub fn theme(&self) -> &Theme {
+        &self.themes[self.theme.min(self.themes.len() - 1)]
+    }
+
+    pub fn read_only(&self) -> bool {
+        matches!(self.mode, Mode::ReadOnly)
+    }
+
+    /// Whether the sweep can still take commands.
+    fn sweep_live(&self) -> bool {
+        !self.read_only()
+            && !self.engine_done
+            && !matches!(
+                self.view.sweep.sweep,
+                Sweep::Finished { .. } | Sweep::Interrupted { .. }
+            )
+    }
+
+    /// The action a key press asks for, given what is on screen.
+    pub fn on_key(&self, ev: &KeyEvent) -> Option<Action> {
+        let chord = Chord::from_event(ev);
+        let bound = self.keymap.lookup(&chord);
+        match &self.ui.overlay {
+            Overlay::ConfirmQuit => match ev.code {
+                KeyCode::Char('y' | 'Y') | KeyCode::Enter => Some(Action::Confirm),
+                KeyCode::Char('n' | 'N') | KeyCode::Esc => Some(Action::Cancel),
+                _ if bound == Some(Key::Quit) => Some(Action::Confirm),
+                _ => None,
+            },
+            Overlay::Search(_) => match ev.code {
+                _ if chord.ctrl && bound == Some(Key::Quit) => Some(Action::Key(Key::Quit)),
+                KeyCode::Esc => Some(Action::Cancel),
+                KeyCode::Enter => Some(Action::SearchSubmit),
+                KeyCode::Backspace => Some(Action::SearchBackspace),
+                KeyCode::Char(c) if !chord.ctrl && !chord.alt => Some(Action::SearchInput(c)),
+                _ => None,
+            },
+            Overlay::Help { .. } | Overlay::Details { .. } => match bound {
+                Some(
+                    k
+                    @ (Key::Up | Key::Down | Key::PageUp | Key::PageDown | Key::Top | Key::Bottom),
+                ) => Some(Action::Key(k)),
+                Some(Key::Quit) if chord.ctrl => Some(Action::Key(Key::Quit)),
+                Some(Key::Theme) => Some(Action::Key(Key::Theme)),
+                _ => Some(Action::Cancel),
+            },
+            Overlay::None => bound.map(Action::Key),
+        }
+    }
+
+    /// Log lines that arrived but are not on screen yet.
+    pub fn log_hidden(&self) -> usize {
+        (self.view.log.pushed.saturating_sub(self.ui.log_shown) as usize)
+            .min(self.view.log.lines.len())
+    }
+
+    /// Apply an action; says how soon to draw.
+    pub fn update(&mut self, action: Action) -> Redraw {
+        // Whatever the user does, the log pane is current when it is drawn.
+        if matches!(
+            action,
+            Action::Key(_)
+                | Action::Confirm
+                | Action::Cancel
+                | Action::SearchInput(_)
+                | Action::SearchBackspace
+                | Action::SearchSubmit
+                | Action::Resize(..)
+        ) {
+            self.ui.log_shown = self.view.log.pushed;
+        }
+        match action {
+            Action::Key(k) => self.key(k),
+            Action::Confirm => {
+                self.ui.overlay = Overlay::None;
+                if self.sweep_live() {
+                    self.send(Command::Quit);
+                    self.quit_sent = true;
+                    self.flash(
+                        Level::Info,
+                        "stopping: the server group is being stopped; resume later with `sweeptop run --resume`".into(),
+                    );
+                } else {
+                    self.exit = true;
+                }
+                Redraw::Now
+            }
+            Action::Cancel => {
+                self.ui.overlay = Overlay::None;
+                Redraw::Now
+            }
+            Action::SearchInput(c) => {
+                if let Overlay::Search(q) = &mut self.ui.overlay {
+                    q.push(c);
+                }
+                Redraw::Now
+            }
+            Action::SearchBackspace => {
+                if let Overlay::Search(q) = &mut self.ui.overlay {
+                    q.pop();
+                }
+                Redraw::Now
+            }
+            Action::SearchSubmit => {
+                let q = match std::mem::replace(&mut self.ui.overlay, Overlay::None) {
+                    Overlay::Search(q) if !q.is_empty() => q,
+                    _ => self.ui.last_search.clone().unwrap_or_default(),
+                };
+                if !q.is_empty() {
+                    self.search(&q);
+                }
+                Redraw::Now
+            }
+            Action::Event(ev) => self.event(ev),
+            Action::EventsMissed => {
+                self.reload_results();
+                self.flash(
+                    Level::Warn,
+                    "the view fell behind; results re-read from the run directory".into(),
+                );
+                Redraw::Now
+            }
+            Action::LogsMissed(n) => {
+                self.view.log.missed += n;
+                let config = self
+                    .view
+                    .config
+                    .as_ref()
+                    .map(|c| c.id.clone())
+                    .unwrap_or_default();
+                self.push_log(LogLine {
+                    text: format!("({n} log lines not shown here; logs/{config}.log has them all)"),
+                    config,
+                    kind: LineKind::Note,
+                });
+                self.ui.data_stale = true;
+                Redraw::No
+            }
+            Action::Tick(ms) => {
+                self.now_ms = ms;
+                self.ui.spinner = self.ui.spinner.wrapping_add(1);
+                let mut redraw = Redraw::No;
+                if self.ui.data_stale || self.log_hidden() > 0 {
+                    self.ui.data_stale = false;
+                    self.ui.log_shown = self.view.log.pushed;
+                    redraw = Redraw::Soon;
+                }
+                if self.ui.flash.as_ref().is_some_and(|f| f.until_ms <= ms) {
+                    self.ui.flash = None;
+                    redraw = Redraw::Soon;
+                }
+                if matches!(
+                    self.view.shown(),
+                    Shown::Running | Shown::Paused | Shown::Stopping | Shown::Starting
+                ) && !self.read_only()
+                {
+                    redraw = Redraw::Soon;
+                }
+                redraw
+            }
+            Action::Resize(w, h) => {
+                self.size = (w, h);
+                self.keep_selection_visible();
+                self.clamp_log();
+                Redraw::Now
+            }
+            Action::EngineDone => {
+                self.engine_done = true;
+                if self.quit_sent || matches!(self.view.sweep.sweep, Sweep::Interrupted { .. }) {
+                    self.exit = true;
+                } else if matches!(self.view.sweep.sweep, Sweep::Finished { .. }) {
+                    self.flash(
+                        Level::Info,
+                        format!(
+                            "sweep finished; {} leaves (results are in {})",
+                            self.keymap
+                                .chords(Key::Quit)
+                                .first()
+                                .map(|c| c.to_string())
+                                .unwrap_or_else(|| "quit".into()),
+                            self.run_dir.display()
+                        ),
+                    );
+                    // This one stays until the user leaves.
+                    if let Some(f) = &mut self.ui.flash {
+                        f.until_ms = i64::MAX;
+                    }
+                } else {
+                    self.exit = true;
+                }
+                Redraw::Now
+            }
+        }
+    }
+
+    fn event(&mut self, ev: Event) -> Redraw {
+        let redraw = match &ev {
+            // Data that shows with the next tick.
+            Event::Log { .. } => {
+                if !self.ui.follow || self.ui.log_back > 0 {
+                    self.ui.log_back += 1;
+                }
+                self.ui.data_stale = true;
+                Redraw::No
+            }
+            Event::Gpu { .. } => {
+                self.ui.data_stale = true;
+                Redraw::No
+            }
+            _ => Redraw::Now,
+        };
+        let rebuild = matches!(ev, Event::CellFinished { .. }) && self.view.plan.is_none();
+        let started = matches!(ev, Event::CellStarted { .. });
+        let pushed_before = self.view.log.pushed;
+        self.view.apply(&ev);
+        // Notes the fold added are lines too: keep a scrolled-back view still.
+        let added = self.view.log.pushed - pushed_before;
+        if !matches!(ev, Event::Log { .. }) && added > 0 && self.ui.log_back > 0 {
+            self.ui.log_back += added as usize;
+        }
+        self.clamp_log();
+        if rebuild {
+            self.grid = Grid::build(&self.view);
+        }
+        if started {
+            self.follow_running();
+        }
+        redraw
+    }
+
+    fn key(&mut self, k: Key) -> Redraw {
+        // Popups scroll with the movement keys.
+        if let Overlay::Help { scroll } | Overlay::Details { scroll } = &mut self.ui.overlay {
+            match k {
+                Key::Up => *scroll = scroll.saturating_sub(1),
+                Key::Down => *scroll = scroll.saturating_add(1),
+                Key::PageUp => *scroll = scroll.saturating_sub(10),
+                Key::PageDown => *scroll = scroll.saturating_add(10),
+                Key::Top => *scroll = 0,
+                Key::Bottom => *scroll = u16::MAX / 2,
+                _ => {}
+            }
+            if matches!(
+                k,
+                Key::Up | Key::Down | Key::PageUp | Key::PageDown | Key::Top | Key::Bottom
+            ) {
+                return Redraw::Now;
+            }
+        }
+        match k {
+            Key::Pause => self.command(Command::TogglePause, "pause / resume asked"),
+            Key::SkipConfig => self.command(Command::SkipConfig, "skipping the rest of the config"),
+            Key::SkipCell => self.command(Command::SkipCell, "skipping the running cell"),
+            Key::Retry => self.retry(),
+            Key::Exclude => match self.grid.configs.get(self.ui.sel_config) {
+                Some(c) => {
+                    let config = c.id.clone();
+                    self.command(
+                        Command::Exclude {
+                            config: config.clone(),
+                        },
+                        &format!("{config} excluded from the rest of the sweep"),
+                    )
+                }
+                None => Redraw::No,
+            },
+            Key::Export => {
+                self.export();
+                Redraw::Now
+            }
+            Key::Quit => {
+                if self.sweep_live() {
+                    self.ui.overlay = Overlay::ConfirmQuit;
+                } else {
+                    self.exit = true;
+                }
+                Redraw::Now
+            }
+            Key::Up | Key::Down | Key::Left | Key::Right | Key::PageUp | Key::PageDown => {
+                self.step(k);
+                Redraw::Now
+            }
+            Key::Top | Key::Bottom => {
+                match self.ui.focus {
+                    Focus::Grid => {
+                        self.ui.track_running = false;
+                        self.ui.sel_config = if k == Key::Top {
+                            0
+                        } else {
+                            self.grid.configs.len().saturating_sub(1)
+                        };
+                        self.selection_moved();
+                    }
+                    Focus::Log => {
+                        if k == Key::Top {
+                            self.ui.log_back = usize::MAX;
+                            self.ui.follow = false;
+                        } else {
+                            self.ui.log_back = 0;
+                            self.ui.follow = true;
+                        }
+                        self.clamp_log();
+                    }
+                }
+                Redraw::Now
+            }
+            Key::Details => {
+                self.ui.overlay = Overlay::Details { scroll: 0 };
+                Redraw::Now
+            }
+            Key::Focus => {
+                self.ui.focus = match self.ui.focus {
+                    Focus::Grid => Focus::Log,
+                    Focus::Log => Focus::Grid,
+                };
+                Redraw::Now
+            }
+            Key::Follow => {
+                self.ui.follow = !self.ui.follow || self.ui.log_back > 0;
+                if self.ui.follow {
+                    self.ui.log_back = 0;
+                }
+                Redraw::Now
+            }
+            Key::Search => {
+                self.ui.overlay = Overlay::Search(String::new());
+                Redraw::Now
+            }
+            Key::Help => {
+                self.ui.overlay = Overlay::Help { scroll: 0 };
+                Redraw::Now
+            }
+            Key::Theme => {
+                self.theme = (self.theme + 1) % self.themes.len();
+                let name = self.theme().name.clone();
+                self.flash(Level::Info, format!("theme {name}"));
+                Redraw::Now
+            }
+            Key::Value => {
+                self.ui.value = self.ui.value.next();
+                Redraw::Now
+            }
+            Key::Close => {
+                self.ui.overlay = Overlay::None;
+                Redraw::Now
+            }
+        }
+    }
+
+    fn command(&mut self, command: Command, done: &str) -> Redraw {
+        if self.read_only() {
+            self.flash(
+                Level::Warn,
+                "read-only: this run is not live (continue it with `sweeptop run --resume`)".into(),
+            );
+        } else if !self.sweep_live() {
+            self.flash(Level::Warn, "the sweep has ended".into());
+        } else if self.send(command) {
+            self.flash(Level::Info, done.to_string());
+        }
+        Redraw::Now
+    }
+
+    /// Send a command to the engine; says whether it went.
+    fn send(&mut self, command: Command) -> bool {
+        let Mode::Live { commands } = &self.mode else {
+            return false;
+        };
+        let sent = commands
+            .try_send(Request {
+                command,
+                source: "key".into(),
+            })
+            .is_ok();
+        if !sent {
+            self.flash(
+                Level::Error,
+                "the engine is not taking commands right now".into(),
+            );
+        }
+        sent
+    }
+
+    fn retry(&mut self) -> Redraw {
+        let Some(config) = self.grid.configs.get(self.ui.sel_config).cloned() else {
+            return Redraw::No;
+        };
+        let Some(col) = self.ui.sel_col else {
+            return self.command(
+                Command::Retry {
+                    target: config.id.clone(),
+                },
+                &format!("{} queued to run again at the end", config.id),
+            );
+        };
+        let cell = self.grid.cell_id(&config.id, col).map(str::to_string);
+        let retryable = cell
+            .as_ref()
+            .and_then(|c| self.view.records.get(c))
+            .is_some_and(|r| matches!(r.status, Status::Failed | Status::Skipped));
+        match cell {
+            Some(cell) if retryable => self.command(
+                Command::Retry {
+                    target: cell.clone(),
+                },
+                &format!("{cell} queued to run again at the end"),
+            ),
+            _ => {
+                self.flash(
+                    Level::Warn,
+                    "only a failed or skipped cell can be retried (select the row label to retry a config)".into(),
+                );
+                Redraw::Now
+            }
+        }
+    }
+
+    /// `e`: the grid as CSV and Markdown, from the recorded results, into the run directory.
+    fn export(&mut self) {
+        let results = match store::read_results(&self.run_dir) {
+            Ok(r) => r,
+            Err(e) => {
+                self.flash(Level::Error, format!("export failed: {e}"));
+                return;
+            }
+        };
+        let plan = self.view.plan.as_deref();
+        let mut written = Vec::new();
+        for (format, name) in [
+            (crate::export::Format::Csv, EXPORT_CSV),
+            (crate::export::Format::Md, EXPORT_MD),
+        ] {
+            let path = self.run_dir.join(name);
+            let text = crate::export::render(format, plan, &results.records);
+            if let Err(e) = std::fs::write(&path, text) {
+                self.flash(
+                    Level::Error,
+                    format!("export failed: {}: {e}", path.display()),
+                );
+                return;
+            }
+            written.push(path.display().to_string());
+        }
+        self.flash(
+            Level::Info,
+            format!(
+                "exported {} cells → {}",
+                results.records.len(),
+                written.join(", ")
+            ),
+        );
+    }
+
+    /// A message that stays on the alert line until something replaces it.
+    pub fn notice(&mut self, level: Level, text: String) {
+        self.flash(level, text);
+        if let Some(f) = &mut self.ui.flash {
+            f.until_ms = i64::MAX;
+        }
+    }
+
+    fn flash(&mut self, level: Level, text: String) {
+        self.ui.flash = Some(Flash {
+            text,
+            level,
+            until_ms: self.now_ms.saturating_add(FLASH_MS),
+        });
+    }
+
+    fn reload_results(&mut self) {
+        if let Ok(results) = store::read_results(&self.run_dir) {
+            for r in results.records {
+                self.view.record(r);
+            }
+        }
+        if self.view.plan.is_none() {
+            self.grid = Grid::build(&self.view);
+        }
+    }
+
+    fn step(&mut self, k: Key) {
+        match self.ui.focus {
+            Focus::Grid => {
+                self.ui.track_running = false;
+                let n = self.grid.configs.len();
+                let cols = self.grid.columns.len();
+                let page = self.grid_page().max(1);
+                let s = &mut self.ui;
+                match k {
+                    Key::Up => s.sel_config = s.sel_config.saturating_sub(1),
+                    Key::Down => s.sel_config = (s.sel_config + 1).min(n.saturating_sub(1)),
+                    Key::PageUp => s.sel_config = s.sel_config.saturating_sub(page),
+                    Key::PageDown => s.sel_config = (s.sel_config + page).min(n.saturating_sub(1)),
+                    Key::Left => {
+                        s.sel_col = match s.sel_col {
+                            Some(0) | None => None,
+                            Some(c) => Some(c - 1),
+                        }
+                    }
+                    Key::Right => {
+                        s.sel_col = match s.sel_col {
+                            None if cols > 0 => Some(0),
+                            None => None,
+                            Some(c) => Some((c + 1).min(cols.saturating_sub(1))),
+                        }
+                    }
+                    _ => {}
+                }
+                self.selection_moved();
+            }
+            Focus::Log => {
+                let page = self.log_page().max(1);
+                match k {
+                    Key::Up => self.ui.log_back += 1,
+                    Key::Down => self.ui.log_back = self.ui.log_back.saturating_sub(1),
+                    Key::PageUp => self.ui.log_back += page,
+                    Key::PageDown => self.ui.log_back = self.ui.log_back.saturating_sub(page),
+                    _ => {}
+                }
+                self.ui.follow = self.ui.log_back == 0;
+                self.clamp_log();
+            }
+        }
+    }
+
+    fn selection_moved(&mut self) {
+        self.keep_selection_visible();
+        if self.read_only() {
+            self.load_log_file();
+        }
+    }
+
+    /// Put the selection on the running cell (until the user moves it).
+    fn follow_running(&mut self) {
+        if !self.ui.track_running {
+            return;
+        }
+        let Some(r) = &self.view.running else {
+            return;
+        };
+        let Some(config) = self.grid.config_index(&r.config) else {
+            return;
+        };
+        let col = (0..self.grid.columns.len())
+            .find(|&c| self.grid.cell_id(&r.config, c) == Some(r.cell.as_str()));
+        self.ui.sel_config = config;
+        if col.is_some() {
+            self.ui.sel_col = col;
+        }
+        self.keep_selection_visible();
+    }
+
+    fn grid_page(&self) -> usize {
+        draw::layout(self)
+            .map(|a| draw::grid::geometry(a.grid, self).rows)
+            .unwrap_or(1)
+    }
+
+    fn log_page(&self) -> usize {
+        draw::layout(self)
+            .map(|a| a.log.height.saturating_sub(2) as usize)
+            .unwrap_or(1)
+    }
+
+    /// Scroll the grid so the selected cell is on screen.
+    pub fn keep_selection_visible(&mut self) {
+        let Some(areas) = draw::layout(self) else {
+            return;
+        };
+        let geo = draw::grid::geometry(areas.grid, self);
+        let row = self.grid.display_row(self.ui.sel_config);
+        // Show the phase heading above the first config of a phase when it fits.
+        let want_top = if row > 0 && matches!(self.grid.rows[row - 1], super::grid::Row::Phase(_)) {
+            row - 1
+        } else {
+            row
+        };
+        if want_top < self.ui.grid_top {
+            self.ui.grid_top = want_top;
+        } else if row >= self.ui.grid_top + geo.rows.max(1) {
+            self.ui.grid_top = row + 1 - geo.rows.max(1);
+        }
+        let max_top = self.grid.rows.len().saturating_sub(geo.rows.max(1));
+        self.ui.grid_top = self.ui.grid_top.min(max_top);
+        if let Some(col) = self.ui.sel_col {
+            if col < self.ui.grid_left {
+                self.ui.grid_left = col;
+            } else if col >= self.ui.grid_left + geo.cols.max(1) {
+                self.ui.grid_left = col + 1 - geo.cols.max(1);
+            }
+        } else {
+            self.ui.grid_left = 0;
+        }
+    }
+
+    fn clamp_log(&mut self) {
+        let page = self.log_page();
+        let max_back = self.view.log.lines.len().saturating_sub(page);
+        self.ui.log_back = self.ui.log_back.min(max_back);
+    }
+
+    fn push_log(&mut self, line: LogLine) {
+        self.view.log.push(line);
+        if self.ui.log_back > 0 {
+            self.ui.log_back += 1;
+        }
+        self.clamp_log();
+    }
+
+    /// Jump to the newest match above the bottom of the log view.
+    fn search(&mut self, q: &str) {
+        self.ui.last_search = Some(q.to_string());
+        self.ui.focus = Focus::Log;
+        let lines = &self.view.log.lines;
+        let n = lines.len();
+        // The line shown at the bottom now; a repeated search goes past it.
+        let bottom = n.saturating_sub(self.ui.log_back);
+        let repeat = self.ui.log_back > 0;
+        let from = if repeat {
+            bottom.saturating_sub(1)
+        } else {
+            bottom
+        };
+        let needle = q.to_lowercase();
+        let hit = (0..from)
+            .rev()
+            .find(|&i| lines[i].text.to_lowercase().contains(&needle));
+        match hit {
+            Some(i) => {
+                self.ui.log_back = n - (i + 1);
+                self.ui.follow = false;
+                self.clamp_log();
+            }
+            None => self.flash(Level::Warn, format!("\"{q}\" not found further back")),
+        }
+    }
+
+    /// A read-only view shows the log file of the selected config.
+    fn load_log_file(&mut self) {
+        let Some(config) = self
+            .grid
+            .configs
+            .get(self.ui.sel_config)
+            .map(|c| c.id.clone())
+        else {
+            return;
+        };
+        if self.log_file_config.as_deref() == Some(config.as_str()) {
+            return;
+        }
+        self.view.log = read_log_file(&self.run_dir, &config, &self.view);
+        self.ui.log_shown = self.view.log.pushed;
+        self.log_file_config = Some(config);
+        self.ui.log_back = 0;
+        self.ui.follow = true;
+    }
+
+    /// The record of the selected cell, if it has one.
+    pub fn selected_record(&self) -> Option<&crate::store::CellRecord> {
+        let config = self.grid.configs.get(self.ui.sel_config)?;
+        let id = self.grid.cell_id(&config.id, self.ui.sel_col?)?;
+        self.view.records.get(id)
+    }
+
+    pub fn selected_view(&self) -> Option<CellView> {
+        Some(self.grid.cell(
+            &self.view,
+            self.ui.value,
+            self.ui.sel_config,
+            self.ui.sel_col?,
+        ))
+    }
+}
+
+pub const EXPORT_CSV: &str = "results.csv";
+pub const EXPORT_MD: &str = "results.md";
+
+/// The tail of a config's server log, marked: lines a failure quotes as evidence,
+/// the plan's ready line, and sweeptop's own `#` lines.
+fn read_log_file(run_dir: &Path, config: &str, view: &ViewState) -> LogTail {
+    let mut tail = LogTail::default();
+    let path = run_dir.join(store::LOGS).join(format!("{config}.log"));
+    let Ok(bytes) = std::fs::read(&path) else {
+        tail.push(LogLine {
+            config: config.to_string(),
+            text: format!(
+                "(no server log for {config}: {} is missing)",
+                path.display()
+            ),
+            kind: LineKind::Note,
+        });
+        return tail;
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let evidence: std::collections::HashSet<&str> = view
+        .records
+        .values()
+        .filter(|r| r.config == config)
+        .filter_map(|r| r.failure.as_ref())
+        .flat_map(|f| f.evidence.iter().map(|l| l.trim_end()))
+        .collect();
+    let ready = view
+        .plan
+        .as_ref()
+        .and_then(|p| p.config(config))
+        .and_then(|c| c.ready.log_line.clone());
+    for line in text.lines() {
+        let kind = if line.starts_with("# sweeptop ") {
+            LineKind::Note
+        } else if evidence.contains(line.trim_end()) {
+            LineKind::Failure
+        } else if ready.as_deref().is_some_and(|r| line.contains(r)) {
+            LineKind::Ready
+        } else {
+            LineKind::Plain
+        };
+        tail.push(LogLine {
+            config: config.to_string(),
+            text: line.to_string(),
+            kind,
+        });
+    }
+    tail
+}

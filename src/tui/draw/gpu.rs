@@ -1,0 +1,307 @@
+//! The GPU panel: per-GPU utilisation and memory bars, temperature, power and a
+//! utilisation sparkline; one row per GPU (or several GPUs per row) when space is
+//! short; the telemetry state ("NVML not found", "no GPUs") when there is nothing
+//! to show.
+
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use super::{bar, fit, Symbols};
+use crate::gpu::{GpuSample, GpuStatus};
+use crate::tui::app::App;
+use crate::tui::theme::Theme;
+
+/// Temperatures from here on are drawn hot.
+const HOT_C: u32 = 85;
+
+pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme();
+    let sym = app.symbols();
+    let gpu = &app.view.gpu;
+    let status = gpu.status();
+    // A state without devices is explained inside the panel.
+    let title = match status {
+        Some(s) if s.is_live() => format!(" GPUs{}{} ", sym.sep, s.label()),
+        _ => " GPUs ".to_string(),
+    };
+    let block = app.block(title, false);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let snap = match (&gpu.latest, status) {
+        (None, _) => {
+            return message(frame, app, inner, &["waiting for the first sample…"]);
+        }
+        (Some(_), Some(st)) if !st.is_live() => {
+            let lines: Vec<String> = match st {
+                GpuStatus::LibraryNotFound { detail } => vec![
+                    "NVML not found".into(),
+                    detail.clone(),
+                    "GPU telemetry is off; the sweep runs without it".into(),
+                ],
+                GpuStatus::DriverNotLoaded { detail } => vec![
+                    "NVIDIA driver not loaded".into(),
+                    detail.clone(),
+                    "GPU telemetry is off; the sweep runs without it".into(),
+                ],
+                GpuStatus::NoGpus => vec!["no GPUs".into(), "NVML sees no devices".into()],
+                GpuStatus::Error { detail } => vec!["NVML error".into(), detail.clone()],
+                GpuStatus::Disabled => vec!["GPU telemetry off (--no-gpu)".into()],
+                GpuStatus::Nvml { .. } | GpuStatus::Simulated => vec![],
+            };
+            let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+            return message(frame, app, inner, &refs);
+        }
+        (Some(s), _) => s,
+    };
+    if snap.gpus.is_empty() {
+        return message(frame, app, inner, &["no GPUs"]);
+    }
+    let active = app.view.active_gpus().unwrap_or_default();
+    let n = snap.gpus.len();
+    let (w, h) = (inner.width as usize, inner.height as usize);
+    let mut lines: Vec<Line> = Vec::new();
+    if n < 8 && n * 3 <= h && w >= 40 {
+        for g in &snap.gpus {
+            lines.extend(full(app, g, active.contains(&g.index), w));
+        }
+    } else if n <= h {
+        let columns = Columns::fit(&snap.gpus, w);
+        for g in &snap.gpus {
+            lines.push(compact(app, g, active.contains(&g.index), &columns));
+        }
+    } else {
+        // Several GPUs per row.
+        let per_row = n.div_ceil(h.max(1));
+        let cell_w = w / per_row;
+        for chunk in snap.gpus.chunks(per_row) {
+            let mut spans = Vec::new();
+            for g in chunk {
+                spans.extend(packed(t, sym, g, active.contains(&g.index), cell_w));
+            }
+            lines.push(Line::from(spans));
+        }
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn message(frame: &mut Frame, app: &App, area: Rect, text: &[&str]) {
+    let t = app.theme();
+    let lines: Vec<Line> = text
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Line::styled(l.to_string(), if i == 0 { t.title } else { t.dim }))
+        .collect();
+    let y = area.y + area.height.saturating_sub(lines.len() as u16) / 2;
+    let h = (lines.len() as u16).min(area.height);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .centered()
+            .wrap(ratatui::widgets::Wrap { trim: true }),
+        Rect::new(area.x, y, area.width, h.max(area.height.min(3))),
+    );
+}
+
+fn gib(mib: u64) -> String {
+    let g = mib as f64 / 1024.0;
+    if g >= 100.0 {
+        format!("{g:.0}")
+    } else {
+        format!("{g:.1}")
+    }
+}
+
+fn mem_text(g: &GpuSample) -> String {
+    match (g.mem_used_mib, g.mem_total_mib) {
+        (Some(u), Some(t)) => format!("{}/{}G", gib(u), gib(t)),
+        (Some(u), None) => format!("{}G", gib(u)),
+        _ => "N/A".into(),
+    }
+}
+
+fn mem_frac(g: &GpuSample) -> f64 {
+    match (g.mem_used_mib, g.mem_total_mib) {
+        (Some(u), Some(t)) if t > 0 => u as f64 / t as f64,
+        _ => 0.0,
+    }
+}
+
+fn util_text(g: &GpuSample) -> String {
+    g.util_pct
+        .map(|u| format!("{u:>3}%"))
+        .unwrap_or_else(|| " N/A".into())
+}
+
+fn temp_span(t: &Theme, g: &GpuSample) -> Span<'static> {
+    match g.temp_c {
+        Some(c) => Span::styled(
+            format!("{c:>3}C"),
+            if c >= HOT_C { t.gpu_hot } else { t.text },
+        ),
+        None => Span::styled(" N/A", t.dim),
+    }
+}
+
+fn power_text(g: &GpuSample, with_limit: bool) -> String {
+    match (g.power_w, g.power_limit_w) {
+        (Some(p), Some(l)) if with_limit => format!("{p:.0}/{l:.0}W"),
+        (Some(p), _) => format!("{p:.0}W"),
+        _ => "N/A W".into(),
+    }
+}
+
+fn marker(app: &App, active: bool) -> Span<'static> {
+    let t = app.theme();
+    if active {
+        Span::styled(app.symbols().active_gpu.to_string(), t.gpu_active)
+    } else {
+        Span::raw(" ")
+    }
+}
+
+/// The last `w` utilisation samples as a sparkline.
+fn sparkline(app: &App, index: u32, w: usize) -> Span<'static> {
+    let sym = app.symbols();
+    let Some(h) = app.view.gpu.util.get(&index) else {
+        return Span::raw(" ".repeat(w));
+    };
+    let mut s = String::new();
+    let skip = h.len().saturating_sub(w);
+    for _ in 0..w.saturating_sub(h.len()) {
+        s.push(' ');
+    }
+    for u in h.iter().skip(skip) {
+        match u {
+            Some(u) => {
+                let i = (*u as usize * (sym.spark.len() - 1) + 50) / 100;
+                s.push_str(sym.spark[i.min(sym.spark.len() - 1)]);
+            }
+            None => s.push(' '),
+        }
+    }
+    Span::styled(s, app.theme().sparkline)
+}
+
+/// Three rows per GPU: name, temperature and power; utilisation bar and
+/// sparkline; memory bar.
+fn full(app: &App, g: &GpuSample, active: bool, w: usize) -> Vec<Line<'static>> {
+    let t = app.theme();
+    let sym = app.symbols();
+    let power = power_text(g, true);
+    let right = format!("  {power}");
+    let name_w = w.saturating_sub(4 + 5 + right.chars().count());
+    let l1 = Line::from(vec![
+        marker(app, active),
+        Span::styled(format!("{:<2}", g.index), t.title),
+        Span::styled(fit(&g.name, name_w, false), t.text),
+        Span::raw(" "),
+        temp_span(t, g),
+        Span::styled(right, t.text),
+    ]);
+    let bar_w = (w.saturating_sub(14) / 2).clamp(6, 30);
+    let mut l2 = vec![Span::styled("   util ", t.dim)];
+    l2.extend(bar(
+        sym,
+        g.util_pct.unwrap_or(0) as f64 / 100.0,
+        bar_w,
+        t.gpu_util,
+        t.gpu_bar_empty,
+    ));
+    l2.push(Span::styled(util_text(g), t.text));
+    let spark_w = w.saturating_sub(8 + bar_w + 4 + 1);
+    l2.push(Span::raw(" "));
+    l2.push(sparkline(app, g.index, spark_w));
+    let mut l3 = vec![Span::styled("   mem  ", t.dim)];
+    l3.extend(bar(sym, mem_frac(g), bar_w, t.gpu_mem, t.gpu_bar_empty));
+    l3.push(Span::styled(format!(" {}", mem_text(g)), t.text));
+    vec![l1, Line::from(l2), Line::from(l3)]
+}
+
+/// Column widths shared by every row of the compact form, so bars line up.
+struct Columns {
+    mem_w: usize,
+    power_w: usize,
+    bar_w: usize,
+    spark_w: usize,
+    extras: bool,
+}
+
+impl Columns {
+    /// Parts drop out as the width shrinks: sparkline, then temperature and
+    /// power, then the bars.
+    fn fit(gpus: &[GpuSample], w: usize) -> Columns {
+        let mem_w = gpus.iter().map(|g| mem_text(g).len()).max().unwrap_or(3);
+        let power_w = gpus
+            .iter()
+            .map(|g| power_text(g, false).len())
+            .max()
+            .unwrap_or(3);
+        // marker + index 3, util 4, spaces.
+        let fixed = 3 + 4 + 1 + mem_w;
+        let extras_w = 1 + 4 + 1 + power_w;
+        let extras = w >= fixed + extras_w + 2 * 4;
+        let room = w.saturating_sub(fixed + if extras { extras_w } else { 0 });
+        let (bar_w, spark_w) = if room >= 36 {
+            (10, room - 2 * 11)
+        } else {
+            ((room / 2).saturating_sub(1), 0)
+        };
+        Columns {
+            mem_w,
+            power_w,
+            bar_w,
+            spark_w,
+            extras,
+        }
+    }
+}
+
+/// One row per GPU.
+fn compact(app: &App, g: &GpuSample, active: bool, c: &Columns) -> Line<'static> {
+    let t = app.theme();
+    let sym = app.symbols();
+    let mut spans = vec![
+        marker(app, active),
+        Span::styled(format!("{:<2}", g.index), t.title),
+    ];
+    if c.bar_w >= 3 {
+        spans.extend(bar(
+            sym,
+            g.util_pct.unwrap_or(0) as f64 / 100.0,
+            c.bar_w,
+            t.gpu_util,
+            t.gpu_bar_empty,
+        ));
+    }
+    spans.push(Span::styled(util_text(g), t.text));
+    spans.push(Span::raw(" "));
+    if c.bar_w >= 3 {
+        spans.extend(bar(sym, mem_frac(g), c.bar_w, t.gpu_mem, t.gpu_bar_empty));
+        spans.push(Span::raw(" "));
+    }
+    spans.push(Span::styled(fit(&mem_text(g), c.mem_w, true), t.text));
+    if c.extras {
+        spans.push(Span::raw(" "));
+        spans.push(temp_span(t, g));
+        spans.push(Span::styled(
+            format!(" {}", fit(&power_text(g, false), c.power_w, true)),
+            t.text,
+        ));
+    }
+    if c.spark_w > 2 {
+        spans.push(Span::raw(" "));
+        spans.push(sparkline(app, g.index, c.spark_w - 1));
+    }
+    Line::from(spans)
+}
+
+/// A GPU in a fraction of a row: `●0  87% 41G`.
+fn packed(t: &Theme, sym: &Symbols, g: &GpuSample, active: bool, w: usize) -> Vec<Span<'static>> {
+    let mark = if active { sym.active_gpu } else { " " };
+    let mem = g.mem_used_mib.map(gib).unwrap_or_else(|| "N/A".into());
+    let text = format!("{mark}{:<2}{} {mem}G", g.index, util_text(g));
+    let style: Style = if active { t.gpu_active } else { t.text };
+    vec![Span::styled(fit(&text, w, false), style)]
+}

@@ -1,0 +1,242 @@
+//! The results grid pane: configs down, workload × context × concurrency across,
+//! scrolled so the selection stays in view.
+
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use super::fit;
+use crate::tui::app::{App, Focus};
+use crate::tui::grid::{CellView, Row, Tone};
+
+/// How the grid pane is divided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    pub label_w: usize,
+    pub col_w: usize,
+    /// Display rows (phase headings and configs) that fit.
+    pub rows: usize,
+    /// Columns that fit.
+    pub cols: usize,
+}
+
+pub fn geometry(area: Rect, app: &App) -> Geometry {
+    let inner_w = area.width.saturating_sub(2) as usize;
+    let inner_h = area.height.saturating_sub(2) as usize;
+    let longest = app
+        .grid
+        .configs
+        .iter()
+        .map(|c| c.id.chars().count())
+        .max()
+        .unwrap_or(6);
+    let label_w = (longest + 2).clamp(8, (inner_w * 2 / 5).max(12));
+    let narrowest = app
+        .grid
+        .columns
+        .iter()
+        .map(|c| c.label().chars().count())
+        .max()
+        .unwrap_or(7)
+        .clamp(9, 10);
+    // Wider columns when every column fits anyway (easier to read on big screens).
+    let n = app.grid.columns.len().max(1);
+    let col_w = (inner_w.saturating_sub(label_w) / n)
+        .saturating_sub(1)
+        .clamp(narrowest, 12);
+    Geometry {
+        label_w,
+        col_w,
+        rows: inner_h.saturating_sub(2),
+        cols: inner_w.saturating_sub(label_w) / (col_w + 1),
+    }
+}
+
+pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme();
+    let sym = app.symbols();
+    let g = &app.grid;
+    let geo = geometry(area, app);
+    let top = app.ui.grid_top.min(g.rows.len());
+    let left = app.ui.grid_left.min(g.columns.len());
+    let shown_cols = geo.cols.min(g.columns.len().saturating_sub(left));
+    let shown_rows = geo.rows.min(g.rows.len() - top);
+    let mut block = app.block(
+        format!(" Results{}{} ", sym.sep, app.ui.value.title()),
+        app.ui.focus == Focus::Grid,
+    );
+    let mut clipped = Vec::new();
+    if top > 0 || top + shown_rows < g.rows.len() {
+        clipped.push(format!(
+            "rows {}-{} of {}",
+            top + 1,
+            top + shown_rows,
+            g.rows.len()
+        ));
+    }
+    if left > 0 || left + shown_cols < g.columns.len() {
+        clipped.push(format!(
+            "columns {}-{} of {}",
+            left + 1,
+            left + shown_cols,
+            g.columns.len()
+        ));
+    }
+    if !clipped.is_empty() {
+        block = block.title_bottom(Line::styled(format!(" {} ", clipped.join(sym.sep)), t.dim));
+    }
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    if inner.height == 0 || inner.width == 0 {
+        return;
+    }
+    let mut lines: Vec<Line> = Vec::with_capacity(inner.height as usize);
+    if g.configs.is_empty() {
+        lines.push(Line::styled(" no cells recorded yet", t.dim));
+        frame.render_widget(Paragraph::new(lines), inner);
+        return;
+    }
+
+    // Two header rows: workloads over their columns, then context and concurrency.
+    let mut groups = vec![Span::raw(" ".repeat(geo.label_w))];
+    let mut labels = vec![Span::styled(
+        fit(if left > 0 { sym.more_left } else { "" }, geo.label_w, true),
+        t.dim,
+    )];
+    let cols = left..left + shown_cols;
+    for c in cols.clone() {
+        let col = &g.columns[c];
+        let starts = c == left || g.columns[c - 1].workload != col.workload;
+        let text = if starts {
+            let rule = if sym.bar_eighths.is_some() {
+                "─"
+            } else {
+                "-"
+            };
+            // The name, then a rule over the rest of the group.
+            let span = cols
+                .clone()
+                .skip(c - left)
+                .take_while(|&k| g.columns[k].workload == col.workload)
+                .count()
+                * (geo.col_w + 1)
+                - 1;
+            let name = format!("{} ", col.workload);
+            let n = name.chars().count().min(span);
+            format!(
+                " {}{}",
+                name.chars().take(n).collect::<String>(),
+                rule.repeat(span - n)
+            )
+        } else {
+            String::new()
+        };
+        if starts {
+            groups.push(Span::styled(text, t.column_header));
+        }
+        labels.push(Span::styled(
+            format!(" {}", fit(&col.label(), geo.col_w, true)),
+            t.column_header,
+        ));
+    }
+    if left + shown_cols < g.columns.len() {
+        labels.push(Span::styled(sym.more_right, t.dim));
+    }
+    lines.push(Line::from(groups));
+    lines.push(Line::from(labels));
+
+    let current = app.view.config.as_ref().map(|c| c.id.as_str());
+    let baselines = |phase: &str| {
+        g.configs
+            .iter()
+            .find(|c| c.phase == phase && c.baseline)
+            .map(|c| c.id.clone())
+    };
+    for row in g.rows.iter().skip(top).take(shown_rows) {
+        match row {
+            Row::Phase(id) => {
+                let mut spans = vec![Span::styled(format!(" {id}"), t.phase)];
+                if let Some(b) = baselines(id) {
+                    spans.push(Span::styled(format!("  baseline {b}"), t.dim));
+                }
+                lines.push(Line::from(spans));
+            }
+            Row::Config(i) => {
+                let cfg = &g.configs[*i];
+                let is_current = current == Some(cfg.id.as_str())
+                    && !matches!(
+                        app.view.sweep.sweep,
+                        crate::tui::state::Sweep::Finished { .. }
+                            | crate::tui::state::Sweep::Interrupted { .. }
+                    );
+                let excluded = app.view.excluded.contains(&cfg.id);
+                let mut label_style = if excluded {
+                    t.excluded
+                } else if is_current {
+                    t.current_row
+                } else if cfg.baseline {
+                    t.baseline
+                } else {
+                    t.row_label
+                };
+                let selected_row = app.ui.sel_config == *i;
+                if selected_row && app.ui.sel_col.is_none() {
+                    label_style = label_style.patch(t.selected);
+                }
+                let marker = if is_current { sym.current } else { " " };
+                let mut spans = vec![
+                    Span::styled(marker.to_string(), t.current_row),
+                    Span::styled(fit(&cfg.id, geo.label_w - 1, false), label_style),
+                ];
+                for c in cols.clone() {
+                    let (text, style) = cell_text(app, *i, c);
+                    let mut style = style;
+                    if selected_row && app.ui.sel_col == Some(c) {
+                        style = style.patch(t.selected);
+                    }
+                    let text = fit(&text, geo.col_w, true);
+                    // Style the value, not its padding (except when selected).
+                    let pad = text.len() - text.trim_start().len();
+                    spans.push(Span::raw(" "));
+                    if selected_row && app.ui.sel_col == Some(c) {
+                        spans.push(Span::styled(text, style));
+                    } else {
+                        spans.push(Span::raw(" ".repeat(pad)));
+                        spans.push(Span::styled(text.trim_start().to_string(), style));
+                    }
+                }
+                lines.push(Line::from(spans));
+            }
+        }
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// A cell's text and style.
+fn cell_text(app: &App, config: usize, col: usize) -> (String, Style) {
+    let t = app.theme();
+    let sym = app.symbols();
+    match app.grid.cell(&app.view, app.ui.value, config, col) {
+        CellView::Absent => (String::new(), t.dim),
+        CellView::Pending => (sym.pending.to_string(), t.pending),
+        CellView::Running => (
+            format!("{} run", sym.spinner[app.ui.spinner % sym.spinner.len()]),
+            t.running,
+        ),
+        CellView::Queued => (sym.queued.to_string(), t.pending),
+        CellView::Excluded => ("excl".into(), t.excluded),
+        CellView::Skipped => ("skip".into(), t.skipped),
+        CellView::Failed(badge) => (badge, t.failed),
+        CellView::Value { text, tone } => (
+            text,
+            match tone {
+                Tone::Plain => t.value,
+                Tone::Baseline => t.baseline,
+                Tone::Better => t.better,
+                Tone::Worse => t.worse,
+            },
+        ),
+    }
+}

@@ -1,0 +1,106 @@
+//! The server log tail: follows the newest line unless scrolled back; failure
+//! lines in the failure style, the ready line highlighted, search matches marked.
+
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use crate::tui::app::{App, Focus};
+use crate::tui::state::LineKind;
+
+pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme();
+    let sym = app.symbols();
+    let log = &app.view.log;
+    // Lines newer than the pane's last refresh wait below the bottom edge.
+    let end = log
+        .lines
+        .len()
+        .saturating_sub(app.ui.log_back.max(app.log_hidden()));
+    // Named after the config whose output is at the bottom of the pane.
+    let source = end
+        .checked_sub(1)
+        .and_then(|i| log.lines.get(i))
+        .map(|l| l.config.as_str())
+        .filter(|c| !c.is_empty())
+        .or(app.view.config.as_ref().map(|c| c.id.as_str()))
+        .map(|c| format!("{}{c}", sym.sep))
+        .unwrap_or_default();
+    let state = if app.ui.log_back > 0 {
+        format!("{}{} lines back", sym.sep, app.ui.log_back)
+    } else if app.ui.follow {
+        format!("{}following", sym.sep)
+    } else {
+        format!("{}paused", sym.sep)
+    };
+    let block = app.block(
+        format!(" Server log{source}{state} "),
+        app.ui.focus == Focus::Log,
+    );
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let h = inner.height as usize;
+    let w = inner.width as usize;
+    let start = end.saturating_sub(h);
+    let needle = app
+        .ui
+        .last_search
+        .as_deref()
+        .filter(|q| !q.is_empty())
+        .map(str::to_lowercase);
+    let lines: Vec<Line> = log
+        .lines
+        .range(start..end)
+        .map(|l| {
+            let style = match l.kind {
+                LineKind::Plain => t.log,
+                LineKind::Failure => t.log_failure,
+                LineKind::Ready => t.log_ready,
+                LineKind::Note => t.log_note,
+            };
+            let text: String = l
+                .text
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .take(w)
+                .collect();
+            match &needle {
+                Some(q) => highlight(&text, q, style, t.log_match),
+                None => Line::styled(text, style),
+            }
+        })
+        .collect();
+    if lines.is_empty() {
+        frame.render_widget(
+            Paragraph::new(Line::styled(" no server output yet", t.dim)),
+            inner,
+        );
+        return;
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// A line with every case-insensitive match of `q` (already lowercase) marked.
+fn highlight(text: &str, q: &str, style: Style, mark: Style) -> Line<'static> {
+    let lower = text.to_lowercase();
+    // Lowercasing can change byte lengths; only mark when it did not.
+    if lower.len() != text.len() {
+        return Line::styled(text.to_string(), style);
+    }
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while let Some(i) = lower[at..].find(q) {
+        let s = at + i;
+        if s > at {
+            spans.push(Span::styled(text[at..s].to_string(), style));
+        }
+        spans.push(Span::styled(text[s..s + q.len()].to_string(), mark));
+        at = s + q.len();
+    }
+    if at < text.len() {
+        spans.push(Span::styled(text[at..].to_string(), style));
+    }
+    Line::from(spans)
+}

@@ -1,0 +1,509 @@
+//! Drawing: a pure function of the [`App`]. The layout is computed here and read
+//! by `update` too (so scrolling knows what fits), the panes live in submodules.
+
+mod gpu;
+pub mod grid;
+mod log;
+mod popup;
+
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::symbols::border;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::Frame;
+
+use crate::event::Level;
+
+use super::app::{App, Focus, Mode, Overlay};
+use super::keymap::{self, Key};
+use super::state::Shown;
+
+/// Below this the dashboard shows a notice instead.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 16;
+
+/// Where each pane goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Areas {
+    pub header: Rect,
+    pub alert: Rect,
+    pub grid: Rect,
+    pub gpu: Option<Rect>,
+    pub log: Rect,
+    pub hints: Rect,
+}
+
+/// The layout for the app's terminal size; `None` when the terminal is too small.
+pub fn layout(app: &App) -> Option<Areas> {
+    let (w, h) = app.size;
+    areas(Rect::new(0, 0, w, h), app)
+}
+
+pub fn areas(area: Rect, app: &App) -> Option<Areas> {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        return None;
+    }
+    let row = |y: u16, h: u16| Rect::new(area.x, area.y + y, area.width, h);
+    let header = row(0, 1);
+    let alert = row(1, 1);
+    let hints = row(area.height - 1, 1);
+    let body_h = area.height - 3;
+    // The grid takes what it needs, up to three fifths of the body (or all but
+    // seven rows, whichever is more), and leaves the rest to the GPUs and the log.
+    let needed = app.grid.rows.len() as u16 + 4;
+    let cap = (body_h * 3 / 5).max(body_h.saturating_sub(7));
+    let grid_h = needed.min(cap).max(5);
+    let grid = Rect::new(area.x, area.y + 2, area.width, grid_h);
+    let lower = Rect::new(
+        area.x,
+        grid.y + grid_h,
+        area.width,
+        body_h.saturating_sub(grid_h),
+    );
+    let (gpu, log) = if app.look.show_gpu {
+        let gpu_w = if area.width >= 100 {
+            (area.width * 2 / 5).clamp(36, 72)
+        } else {
+            area.width * 9 / 20
+        };
+        (
+            Some(Rect::new(lower.x, lower.y, gpu_w, lower.height)),
+            Rect::new(lower.x + gpu_w, lower.y, lower.width - gpu_w, lower.height),
+        )
+    } else {
+        (None, lower)
+    };
+    Some(Areas {
+        header,
+        alert,
+        grid,
+        gpu,
+        log,
+        hints,
+    })
+}
+
+/// Characters that differ between Unicode and `--ascii`.
+pub struct Symbols {
+    pub border: border::Set<'static>,
+    pub spinner: &'static [&'static str],
+    pub bar_full: &'static str,
+    pub bar_empty: &'static str,
+    /// Eighths for partial bar cells (Unicode only).
+    pub bar_eighths: Option<&'static [&'static str; 8]>,
+    pub spark: &'static [&'static str],
+    pub pending: &'static str,
+    pub queued: &'static str,
+    pub current: &'static str,
+    pub active_gpu: &'static str,
+    pub sep: &'static str,
+    pub alert: &'static str,
+    pub more_left: &'static str,
+    pub more_right: &'static str,
+}
+
+const ASCII_BORDER: border::Set<'static> = border::Set {
+    top_left: "+",
+    top_right: "+",
+    bottom_left: "+",
+    bottom_right: "+",
+    vertical_left: "|",
+    vertical_right: "|",
+    horizontal_top: "-",
+    horizontal_bottom: "-",
+};
+
+pub const UNICODE: Symbols = Symbols {
+    border: border::PLAIN,
+    spinner: &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"],
+    bar_full: "█",
+    bar_empty: "░",
+    bar_eighths: Some(&["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"]),
+    spark: &["▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"],
+    pending: "·",
+    queued: "↻ retry",
+    current: "▶",
+    active_gpu: "●",
+    sep: " · ",
+    alert: "✖",
+    more_left: "◀",
+    more_right: "▶",
+};
+
+pub const ASCII: Symbols = Symbols {
+    border: ASCII_BORDER,
+    spinner: &["|", "/", "-", "\\"],
+    bar_full: "#",
+    bar_empty: ".",
+    bar_eighths: None,
+    spark: &["_", ".", "-", "=", "+", "*", "#", "@"],
+    pending: ".",
+    queued: "retry",
+    current: ">",
+    active_gpu: "*",
+    sep: " | ",
+    alert: "!",
+    more_left: "<",
+    more_right: ">",
+};
+
+impl App {
+    pub fn symbols(&self) -> &'static Symbols {
+        if self.look.ascii {
+            &ASCII
+        } else {
+            &UNICODE
+        }
+    }
+
+    /// A bordered block in the theme, highlighted when it has focus.
+    pub(crate) fn block<'a>(&self, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
+        let t = self.theme();
+        Block::default()
+            .borders(Borders::ALL)
+            .border_set(self.symbols().border)
+            .border_style(if focused { t.border_focus } else { t.border })
+            .title(title.into().style(t.title))
+    }
+}
+
+/// Draw the whole dashboard.
+pub fn draw(frame: &mut Frame, app: &App) {
+    let area = frame.area();
+    let buf = frame.buffer_mut();
+    let t = app.theme();
+    buf.set_style(area, t.text);
+    let Some(a) = areas(area, app) else {
+        too_small(frame, app, area);
+        return;
+    };
+    header(frame, app, a.header);
+    alert(frame, app, a.alert);
+    grid::draw(frame, app, a.grid);
+    if let Some(g) = a.gpu {
+        gpu::draw(frame, app, g);
+    }
+    log::draw(frame, app, a.log);
+    hints(frame, app, a.hints);
+    match &app.ui.overlay {
+        Overlay::None | Overlay::Search(_) => {}
+        Overlay::Help { scroll } => popup::help(frame, app, area, *scroll),
+        Overlay::Details { scroll } => popup::details(frame, app, area, *scroll),
+        Overlay::ConfirmQuit => popup::confirm_quit(frame, app, area),
+    }
+    if app.look.ascii {
+        asciify(frame);
+    }
+}
+
+/// Under `--ascii` nothing but ASCII reaches the terminal, whatever the text
+/// (server log lines, messages) contained.
+fn asciify(frame: &mut Frame) {
+    let area = frame.area();
+    let buf = frame.buffer_mut();
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            let cell = &mut buf[(x, y)];
+            if !cell.symbol().is_ascii() {
+                let c = match cell.symbol() {
+                    "—" | "–" | "─" => "-",
+                    "…" | "·" => ".",
+                    "×" => "x",
+                    "→" => ">",
+                    "←" => "<",
+                    "↑" => "^",
+                    "↓" => "v",
+                    _ => "?",
+                };
+                cell.set_symbol(c);
+            }
+        }
+    }
+}
+
+fn too_small(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme();
+    let lines = vec![
+        Line::styled("terminal too small", t.title),
+        Line::styled(
+            format!(
+                "{}×{} — the dashboard needs {MIN_WIDTH}×{MIN_HEIGHT}",
+                area.width, area.height
+            ),
+            t.text,
+        ),
+        Line::styled("(the sweep goes on)", t.dim),
+    ];
+    let y = area.y + area.height.saturating_sub(lines.len() as u16) / 2;
+    let h = (lines.len() as u16).min(area.height);
+    frame.render_widget(
+        Paragraph::new(lines).centered(),
+        Rect::new(area.x, y, area.width, h),
+    );
+}
+
+/// `00:42`, `1:02:03`.
+pub fn clock(s: u64) -> String {
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{:02}:{:02}", s / 60, s % 60)
+    }
+}
+
+fn header(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme();
+    let v = &app.view;
+    let sym = app.symbols();
+    let shown = v.shown();
+    let state_style = match shown {
+        Shown::Running | Shown::Starting => t.state_running,
+        Shown::Paused => t.state_paused,
+        Shown::Stopping | Shown::Interrupted => t.state_stopping,
+        Shown::Finished => t.state_finished,
+    };
+    let mut badge = format!(" {} ", shown.label());
+    if shown == Shown::Paused && v.running.is_some() {
+        badge = " PAUSING ".into();
+    }
+    let read_only = matches!(app.mode, Mode::ReadOnly).then_some(" READ-ONLY ");
+    // Segments in order, each with a priority: lower numbers go last when space is short.
+    let mut segs: Vec<(u8, Vec<Span>)> = Vec::new();
+    let name = if v.plan_name.is_empty() {
+        "sweeptop".to_string()
+    } else {
+        v.plan_name.clone()
+    };
+    segs.push((9, vec![Span::styled(format!(" {name}"), t.header_accent)]));
+    if let Some(c) = &v.config {
+        segs.push((
+            4,
+            vec![Span::styled(format!("phase {}", c.phase), t.header)],
+        ));
+        let attempt = if c.attempt > 1 {
+            format!(" (attempt {})", c.attempt)
+        } else {
+            String::new()
+        };
+        segs.push((
+            7,
+            vec![
+                Span::styled(format!("config {}/{} ", c.index, c.total), t.header),
+                Span::styled(format!("{}{attempt}", c.id), t.header_accent),
+            ],
+        ));
+    } else if v.total_configs > 0 {
+        segs.push((
+            7,
+            vec![Span::styled(
+                format!("{} configs", v.total_configs),
+                t.header,
+            )],
+        ));
+    }
+    segs.push((
+        8,
+        vec![Span::styled(
+            format!("cells {}/{}", v.done(), v.total_cells),
+            t.header,
+        )],
+    ));
+    if let Some(e) = v.elapsed_s(app.now_ms) {
+        segs.push((
+            6,
+            vec![Span::styled(format!("elapsed {}", clock(e)), t.header)],
+        ));
+    }
+    if let Some(eta) = v.eta_s(app.now_ms) {
+        segs.push((
+            5,
+            vec![Span::styled(format!("ETA {}", clock(eta)), t.header)],
+        ));
+    }
+    let right_w = badge.chars().count() + read_only.map_or(0, |r| r.chars().count());
+    let avail = (area.width as usize).saturating_sub(right_w + 1);
+    let width = |segs: &[(u8, Vec<Span>)]| -> usize {
+        segs.iter()
+            .map(|(_, s)| s.iter().map(|x| x.width()).sum::<usize>())
+            .sum::<usize>()
+            + segs.len().saturating_sub(1) * sym.sep.chars().count()
+    };
+    while width(&segs) > avail && segs.len() > 1 {
+        let drop = segs
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, (p, _))| *p)
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        segs.remove(drop);
+    }
+    let mut spans: Vec<Span> = Vec::new();
+    for (i, (_, s)) in segs.into_iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::styled(sym.sep, t.header));
+        }
+        spans.extend(s);
+    }
+    let used: usize = spans.iter().map(|s| s.width()).sum();
+    spans.push(Span::styled(
+        " ".repeat((area.width as usize).saturating_sub(used + right_w)),
+        t.header,
+    ));
+    if let Some(r) = read_only {
+        spans.push(Span::styled(r, t.state_paused));
+    }
+    spans.push(Span::styled(badge, state_style));
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn alert(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme();
+    let sym = app.symbols();
+    let v = &app.view;
+    let counts = counts_line(app);
+    let (text, style) = if let Some(f) = &app.ui.flash {
+        let style = match f.level {
+            Level::Info => t.message,
+            Level::Warn | Level::Error => t.warning,
+        };
+        (format!(" {}", f.text), style)
+    } else if let Some(a) = v.alert() {
+        (format!(" {} {a}", sym.alert), t.alert)
+    } else if let Some((_, n)) = &v.last_notice {
+        (format!(" {n}"), t.warning)
+    } else {
+        (String::new(), t.text)
+    };
+    let text_w = text.chars().count();
+    let counts_w = counts.chars().count();
+    let mut spans = vec![Span::styled(text, style)];
+    if text_w + counts_w + 2 <= area.width as usize {
+        spans.push(Span::styled(
+            " ".repeat(area.width as usize - text_w - counts_w),
+            t.text,
+        ));
+        spans.push(Span::styled(counts, t.dim));
+    } else {
+        spans.push(Span::styled(
+            " ".repeat((area.width as usize).saturating_sub(text_w)),
+            style,
+        ));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// `41 ok · 14 failed · 1 skipped · 0 left`.
+fn counts_line(app: &App) -> String {
+    use crate::store::Status;
+    let v = &app.view;
+    let mut n = [0usize; 3];
+    for r in v.records.values() {
+        n[match r.status {
+            Status::Ok => 0,
+            Status::Failed => 1,
+            Status::Skipped => 2,
+        }] += 1;
+    }
+    let left = v.total_cells.saturating_sub(v.done());
+    let sep = app.symbols().sep;
+    format!(
+        "{} ok{sep}{} failed{sep}{} skipped{sep}{left} left ",
+        n[0], n[1], n[2]
+    )
+}
+
+/// The hints bar, generated from the keymap.
+fn hints(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme();
+    let mut spans: Vec<Span> = Vec::new();
+    let mut used = 0usize;
+    let width = area.width as usize;
+    if let Overlay::Search(q) = &app.ui.overlay {
+        let line = Line::from(vec![
+            Span::styled(" / ", t.hint_key),
+            Span::styled(format!(" {q}"), t.text),
+            Span::styled("_", t.hint_key),
+            Span::styled("   Enter: find (again: older)   Esc: stop", t.hint_text),
+        ]);
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
+    let engine_keys = [
+        Key::Pause,
+        Key::SkipConfig,
+        Key::SkipCell,
+        Key::Retry,
+        Key::Exclude,
+    ];
+    let focus = match app.ui.focus {
+        Focus::Grid => "grid",
+        Focus::Log => "log",
+    };
+    let chord = |k: Key| app.keymap.chords(k).first().map(|c| c.to_string());
+    // Quit and help sit at the far right so they are never cut off.
+    let mut tail = vec![Span::styled(format!("focus: {focus} "), t.dim)];
+    for k in [Key::Quit, Key::Help] {
+        if let Some(c) = chord(k) {
+            let label = keymap::binding(k).hint.unwrap_or("");
+            tail.push(Span::styled(format!(" {c} "), t.hint_key));
+            tail.push(Span::styled(format!(" {label} "), t.hint_text));
+        }
+    }
+    let tail_w: usize = tail.iter().map(|s| s.width()).sum();
+    let in_tail = [Key::Quit, Key::Help];
+    for b in keymap::BINDINGS
+        .iter()
+        .filter(|b| !in_tail.contains(&b.key))
+    {
+        let Some(label) = b.hint else { continue };
+        if app.read_only() && engine_keys.contains(&b.key) {
+            continue;
+        }
+        let Some(c) = chord(b.key) else { continue };
+        let key = Span::styled(format!(" {c} "), t.hint_key);
+        let label = Span::styled(format!(" {label}  "), t.hint_text);
+        let w = key.width() + label.width();
+        if used + w + tail_w > width {
+            break;
+        }
+        used += w;
+        spans.push(key);
+        spans.push(label);
+    }
+    spans.push(Span::raw(" ".repeat(width.saturating_sub(used + tail_w))));
+    spans.extend(tail);
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// Pad or cut `s` to exactly `w` columns, right-aligned when `right`.
+pub fn fit(s: &str, w: usize, right: bool) -> String {
+    let n = s.chars().count();
+    if n > w {
+        s.chars().take(w).collect()
+    } else if right {
+        format!("{}{s}", " ".repeat(w - n))
+    } else {
+        format!("{s}{}", " ".repeat(w - n))
+    }
+}
+
+/// A horizontal bar of `w` cells filled to `frac` (0..=1).
+pub fn bar(sym: &Symbols, frac: f64, w: usize, full: Style, empty: Style) -> Vec<Span<'static>> {
+    let frac = frac.clamp(0.0, 1.0);
+    let eighths = (frac * w as f64 * 8.0).round() as usize;
+    let whole = eighths / 8;
+    let mut filled = sym.bar_full.repeat(whole);
+    let mut cells = whole;
+    if let Some(parts) = sym.bar_eighths {
+        let rest = eighths % 8;
+        if rest > 0 && cells < w {
+            filled.push_str(parts[rest]);
+            cells += 1;
+        }
+    }
+    vec![
+        Span::styled(filled, full),
+        Span::styled(sym.bar_empty.repeat(w.saturating_sub(cells)), empty),
+    ]
+}

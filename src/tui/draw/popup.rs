@@ -1,0 +1,463 @@
+//! Popups over the dashboard: the help (generated from the keymap), the details
+//! of the selected cell or config, and the quit question.
+
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph, Wrap};
+use ratatui::Frame;
+
+use crate::store::Status;
+use crate::tui::app::App;
+use crate::tui::grid::{context_label, ms_label, rate_label, ValueMode};
+use crate::tui::keymap::BINDINGS;
+use crate::tui::state::{parse_ms, Server};
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width.saturating_sub(2)).max(1);
+    let h = h.min(area.height.saturating_sub(2)).max(1);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+fn show(
+    frame: &mut Frame,
+    app: &App,
+    area: Rect,
+    title: String,
+    lines: Vec<Line<'static>>,
+    scroll: u16,
+) {
+    let t = app.theme();
+    let block = app
+        .block(Line::styled(title, t.popup_title), true)
+        .style(t.popup);
+    let inner_h = area.height.saturating_sub(2);
+    let max_scroll = (lines.len() as u16).saturating_sub(inner_h);
+    let scroll = scroll.min(max_scroll);
+    let block = if max_scroll > 0 {
+        block.title_bottom(Line::styled(
+            format!(
+                " {}/{} ",
+                scroll + inner_h.min(lines.len() as u16),
+                lines.len()
+            ),
+            t.dim,
+        ))
+    } else {
+        block
+    };
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .style(t.popup)
+            .wrap(Wrap { trim: false })
+            .scroll((scroll, 0)),
+        area,
+    );
+}
+
+pub fn help(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
+    let t = app.theme();
+    let sym = app.symbols();
+    let key_w = BINDINGS
+        .iter()
+        .map(|b| app.keymap.label(b.key).chars().count())
+        .max()
+        .unwrap_or(8)
+        + 2;
+    let mut lines: Vec<Line> = Vec::new();
+    for b in BINDINGS {
+        let label = app.keymap.label(b.key);
+        let pad = key_w.saturating_sub(label.chars().count());
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {label}{}", " ".repeat(pad)), t.title),
+            Span::styled(b.help.to_string(), t.popup),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(" Grid", t.title));
+    let legend = [
+        (sym.pending.to_string(), t.pending, "pending"),
+        (format!("{} run", sym.spinner[0]), t.running, "running now"),
+        ("skip".to_string(), t.skipped, "skipped"),
+        (sym.queued.to_string(), t.pending, "queued to run again"),
+        ("excl".to_string(), t.excluded, "config excluded"),
+        (
+            "ILL-INSTR".to_string(),
+            t.failed,
+            "failed: the badge says why (Enter for details)",
+        ),
+        (
+            "123.4".to_string(),
+            t.better,
+            "better than the phase baseline (5 % or more)",
+        ),
+        (
+            "123.4".to_string(),
+            t.worse,
+            "worse than the phase baseline",
+        ),
+        ("123.4".to_string(), t.baseline, "the baseline config"),
+    ];
+    for (mark, style, what) in legend {
+        lines.push(Line::from(vec![
+            Span::raw(" "),
+            Span::styled(format!("{mark:>9}"), style),
+            Span::styled(format!("  {what}"), t.popup),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        format!(
+            " Values ({} cycles)",
+            app.keymap.label(crate::tui::keymap::Key::Value)
+        ),
+        t.title,
+    ));
+    for m in ValueMode::ALL {
+        let mark = if m == app.ui.value { sym.current } else { " " };
+        lines.push(Line::styled(format!(" {mark} {}", m.title()), t.popup));
+    }
+    lines.push(Line::raw(""));
+    let keys_file = crate::tui::theme::user_config_dir()
+        .map(|d| d.join("keys.toml").display().to_string())
+        .unwrap_or_else(|| "~/.config/sweeptop/keys.toml".into());
+    lines.push(Line::styled(
+        format!(" Keys can be changed in {keys_file}"),
+        t.dim,
+    ));
+    lines.push(Line::styled(format!(" theme: {}", app.theme().name), t.dim));
+    let h = lines.len() as u16 + 2;
+    let longest = BINDINGS
+        .iter()
+        .map(|b| b.help.chars().count())
+        .max()
+        .unwrap_or(60);
+    let w = (key_w + longest + 4) as u16;
+    show(
+        frame,
+        app,
+        centered(area, w, h),
+        " Help ".into(),
+        lines,
+        scroll,
+    );
+}
+
+pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
+    let t = app.theme();
+    let dir = app.run_dir.display().to_string();
+    let lines = vec![
+        Line::raw(""),
+        Line::styled(" Quit the sweep?", t.title),
+        Line::raw(""),
+        Line::styled(
+            " The running cell is abandoned and the server's whole",
+            t.popup,
+        ),
+        Line::styled(
+            " process group is stopped. Everything recorded stays;",
+            t.popup,
+        ),
+        Line::styled(" continue later with", t.popup),
+        Line::styled(format!("   sweeptop run --resume {dir}"), t.title),
+        Line::raw(""),
+        Line::from(vec![
+            Span::styled(" y ", t.hint_key),
+            Span::styled(" / ", t.popup),
+            Span::styled(" Enter ", t.hint_key),
+            Span::styled(" quit    ", t.popup),
+            Span::styled(" n ", t.hint_key),
+            Span::styled(" / ", t.popup),
+            Span::styled(" Esc ", t.hint_key),
+            Span::styled(" keep running", t.popup),
+        ]),
+    ];
+    let w = (dir.chars().count() as u16 + 30).clamp(58, area.width);
+    show(frame, app, centered(area, w, 11), " Quit ".into(), lines, 0);
+}
+
+fn kv(app: &App, k: &str, v: String) -> Line<'static> {
+    let t = app.theme();
+    Line::from(vec![
+        Span::styled(format!(" {k:<24}"), t.dim),
+        Span::styled(v, t.popup),
+    ])
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "N/A".into())
+}
+
+pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
+    let t = app.theme();
+    let Some(config) = app.grid.configs.get(app.ui.sel_config) else {
+        return;
+    };
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let title;
+    match app.ui.sel_col {
+        None => {
+            title = format!(" Config {} ", config.id);
+            lines.push(kv(app, "phase", config.phase.clone()));
+            lines.push(kv(
+                app,
+                "baseline",
+                if config.baseline { "yes" } else { "no" }.into(),
+            ));
+            if let Some(c) = app.view.plan.as_ref().and_then(|p| p.config(&config.id)) {
+                for (k, v) in &c.axes {
+                    lines.push(kv(app, k, v.clone()));
+                }
+                lines.push(kv(
+                    app,
+                    "GPUs",
+                    c.gpus
+                        .as_ref()
+                        .map(|g| {
+                            g.iter()
+                                .map(|i| i.to_string())
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
+                        .unwrap_or_else(|| "all".into()),
+                ));
+            }
+            let mut n = [0usize; 4];
+            let cols = app.grid.columns.len();
+            for c in 0..cols {
+                let rec = app
+                    .grid
+                    .cell_id(&config.id, c)
+                    .and_then(|id| app.view.records.get(id));
+                n[match rec.map(|r| r.status) {
+                    Some(Status::Ok) => 0,
+                    Some(Status::Failed) => 1,
+                    Some(Status::Skipped) => 2,
+                    None => 3,
+                }] += 1;
+            }
+            lines.push(kv(
+                app,
+                "cells",
+                format!(
+                    "{} ok, {} failed, {} skipped, {} pending",
+                    n[0], n[1], n[2], n[3]
+                ),
+            ));
+            if app.view.excluded.contains(&config.id) {
+                lines.push(kv(app, "excluded", "yes (rest of the sweep)".into()));
+            }
+            if let Some(run) = app.view.config.as_ref().filter(|c| c.id == config.id) {
+                lines.push(kv(app, "attempt", run.attempt.to_string()));
+                lines.push(kv(
+                    app,
+                    "server",
+                    match &run.server {
+                        Server::Starting => "starting".into(),
+                        Server::Ready {
+                            after_s,
+                            context_limit,
+                            model,
+                        } => format!(
+                            "ready after {after_s:.1} s, model {model}, context {}",
+                            context_limit
+                                .map(|c| c.to_string())
+                                .unwrap_or_else(|| "unknown".into())
+                        ),
+                        Server::Exited { code, signal } => {
+                            format!("exited (code {code:?}, signal {signal:?})")
+                        }
+                        Server::Stopped { how } => format!("stopped ({how})"),
+                    },
+                ));
+                lines.push(Line::raw(""));
+                lines.push(Line::styled(" command", t.dim));
+                lines.push(Line::styled(format!(" {}", run.command), t.popup));
+            }
+        }
+        Some(col) => {
+            let column = app.grid.columns.get(col).cloned();
+            let id = app.grid.cell_id(&config.id, col).unwrap_or("").to_string();
+            title = format!(" Cell {id} ");
+            lines.push(kv(app, "config", config.id.clone()));
+            if let Some(c) = &column {
+                lines.push(kv(app, "workload", c.workload.clone()));
+                lines.push(kv(
+                    app,
+                    "context (target)",
+                    format!("{} tokens ({})", c.context, context_label(c.context)),
+                ));
+                lines.push(kv(app, "concurrency", c.concurrency.to_string()));
+            }
+            match app.selected_record() {
+                None => {
+                    let state = if app.view.running.as_ref().is_some_and(|r| r.cell == id) {
+                        "running"
+                    } else {
+                        "pending"
+                    };
+                    lines.push(kv(app, "status", state.into()));
+                }
+                Some(r) => {
+                    let style = match r.status {
+                        Status::Ok => t.better,
+                        Status::Failed => t.failed,
+                        Status::Skipped => t.skipped,
+                    };
+                    lines.push(Line::from(vec![
+                        Span::styled(format!(" {:<24}", "status"), t.dim),
+                        Span::styled(r.status.as_str().to_string(), style),
+                    ]));
+                    let dur = match (parse_ms(&r.started_at), parse_ms(&r.finished_at)) {
+                        (Some(a), Some(b)) => format!(" ({:.1} s)", (b - a) as f64 / 1000.0),
+                        _ => String::new(),
+                    };
+                    lines.push(kv(
+                        app,
+                        "started / finished",
+                        format!("{} / {}{dur}", r.started_at, r.finished_at),
+                    ));
+                    if let Some(f) = &r.failure {
+                        lines.push(Line::raw(""));
+                        lines.push(kv(
+                            app,
+                            "failure",
+                            format!("{} ({})", f.kind.describe(), f.kind.as_str()),
+                        ));
+                        let source = serde_json::to_value(f.source)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        lines.push(kv(app, "source", source));
+                        lines.push(kv(app, "message", f.message.clone()));
+                        if let Some(n) = &f.context {
+                            let num = |v: Option<u64>| {
+                                v.map(|x| x.to_string()).unwrap_or_else(|| "?".into())
+                            };
+                            lines.push(kv(
+                                app,
+                                "context numbers",
+                                format!(
+                                    "limit {}, prompt {}, output {}, total {}",
+                                    num(n.limit),
+                                    num(n.prompt_tokens),
+                                    num(n.output_tokens),
+                                    num(n.total_tokens)
+                                ),
+                            ));
+                        }
+                        if !f.evidence.is_empty() {
+                            lines.push(Line::styled(" evidence", t.dim));
+                            for e in &f.evidence {
+                                lines.push(Line::styled(format!("   {e}"), t.log_failure));
+                            }
+                        }
+                    }
+                    if let Some(m) = &r.metrics {
+                        lines.push(Line::raw(""));
+                        let rate = |v: f64| format!("{} tok/s", rate_label(v));
+                        let ms = |v: f64| ms_label(v);
+                        lines.push(kv(
+                            app,
+                            "prompt (real, mean)",
+                            format!("{:.0} tokens", m.prompt_tokens_mean),
+                        ));
+                        lines.push(kv(
+                            app,
+                            "requests",
+                            format!(
+                                "{} ({} failed, {} short)",
+                                m.requests, m.failed_requests, m.short_requests
+                            ),
+                        ));
+                        lines.push(kv(
+                            app,
+                            "output tokens",
+                            format!(
+                                "{}{}",
+                                m.output_tokens,
+                                if m.tokens_estimated {
+                                    " (estimated)"
+                                } else {
+                                    ""
+                                }
+                            ),
+                        ));
+                        lines.push(kv(app, "duration", format!("{:.2} s", m.duration_s)));
+                        lines.push(kv(app, "output tok/s", rate(m.output_tok_s)));
+                        lines.push(kv(app, "requests/s", format!("{:.2}", m.request_per_s)));
+                        lines.push(kv(
+                            app,
+                            "decode tok/s p50 / mean",
+                            format!(
+                                "{} / {}",
+                                opt(m.decode_tok_s_p50, rate),
+                                opt(m.decode_tok_s_mean, rate)
+                            ),
+                        ));
+                        lines.push(kv(
+                            app,
+                            "TTFT p50/p90/p99/mean",
+                            format!(
+                                "{} / {} / {} / {}",
+                                ms(m.ttft_ms_p50),
+                                ms(m.ttft_ms_p90),
+                                ms(m.ttft_ms_p99),
+                                ms(m.ttft_ms_mean)
+                            ),
+                        ));
+                        lines.push(kv(
+                            app,
+                            "ITL p50/p90/p99/mean",
+                            format!(
+                                "{} / {} / {} / {}",
+                                opt(m.itl_ms_p50, ms),
+                                opt(m.itl_ms_p90, ms),
+                                opt(m.itl_ms_p99, ms),
+                                opt(m.itl_ms_mean, ms)
+                            ),
+                        ));
+                        lines.push(kv(app, "TPOT p50", opt(m.tpot_ms_p50, ms)));
+                        lines.push(kv(
+                            app,
+                            "e2e p50 / p99",
+                            format!("{} / {}", ms(m.e2e_ms_p50), ms(m.e2e_ms_p99)),
+                        ));
+                        lines.push(kv(
+                            app,
+                            "acceptance length",
+                            opt(m.accept_len, |v| format!("{v:.2}")),
+                        ));
+                        lines.push(kv(
+                            app,
+                            "GPU memory peak",
+                            m.gpu_mem_peak_mib
+                                .map(|v| format!("{v} MiB"))
+                                .unwrap_or_else(|| "N/A".into()),
+                        ));
+                        lines.push(kv(
+                            app,
+                            "GPU util mean",
+                            opt(m.gpu_util_mean, |v| format!("{v:.0} %")),
+                        ));
+                        if let crate::tui::grid::CellView::Value { text, .. } =
+                            app.grid
+                                .cell(&app.view, ValueMode::Speedup, app.ui.sel_config, col)
+                        {
+                            lines.push(kv(app, "vs phase baseline", text));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let w = 96.min(area.width.saturating_sub(4));
+    let h = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
+    show(frame, app, centered(area, w, h), title, lines, scroll);
+}

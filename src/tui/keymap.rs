@@ -1,0 +1,523 @@
+//! The keymap as data: one table of bindable actions with their default keys and
+//! help text. Input, the hints bar and the help overlay all read this table, and a
+//! user file (`keys.toml`) overrides it action by action.
+
+use std::fmt;
+use std::path::Path;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What a key can ask the dashboard to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key {
+    Pause,
+    SkipConfig,
+    SkipCell,
+    Retry,
+    Exclude,
+    Export,
+    Quit,
+    Up,
+    Down,
+    Left,
+    Right,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    Details,
+    Focus,
+    Follow,
+    Search,
+    Help,
+    Theme,
+    Value,
+    Close,
+}
+
+/// One row of the table: the action, its name in `keys.toml`, what the help says,
+/// its default keys, and the short label the hints bar shows (if it is shown there).
+pub struct Binding {
+    pub key: Key,
+    pub name: &'static str,
+    pub help: &'static str,
+    pub defaults: &'static [&'static str],
+    pub hint: Option<&'static str>,
+}
+
+/// The one table of key bindings, in the order the help lists them.
+pub const BINDINGS: &[Binding] = &[
+    Binding {
+        key: Key::Pause,
+        name: "pause",
+        help: "pause after the running cell / resume",
+        defaults: &["p"],
+        hint: Some("pause"),
+    },
+    Binding {
+        key: Key::SkipConfig,
+        name: "skip_config",
+        help: "skip the rest of the running config",
+        defaults: &["s"],
+        hint: Some("skip cfg"),
+    },
+    Binding {
+        key: Key::SkipCell,
+        name: "skip_cell",
+        help: "skip the running cell",
+        defaults: &["n"],
+        hint: Some("skip cell"),
+    },
+    Binding {
+        key: Key::Retry,
+        name: "retry",
+        help: "retry the selected failed/skipped cell (the config when its row is selected)",
+        defaults: &["r"],
+        hint: Some("retry"),
+    },
+    Binding {
+        key: Key::Exclude,
+        name: "exclude",
+        help: "exclude the selected config from the rest of the sweep",
+        defaults: &["x"],
+        hint: Some("exclude"),
+    },
+    Binding {
+        key: Key::Export,
+        name: "export",
+        help: "export the grid (CSV + Markdown) into the run directory",
+        defaults: &["e"],
+        hint: Some("export"),
+    },
+    Binding {
+        key: Key::Quit,
+        name: "quit",
+        help: "quit (asks first; stops the server, the sweep can be resumed)",
+        defaults: &["q", "ctrl-c"],
+        hint: Some("quit"),
+    },
+    Binding {
+        key: Key::Up,
+        name: "up",
+        help: "move up (grid) / scroll up (log)",
+        defaults: &["up", "k"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Down,
+        name: "down",
+        help: "move down (grid) / scroll down (log)",
+        defaults: &["down", "j"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Left,
+        name: "left",
+        help: "move left (the row label selects the whole config)",
+        defaults: &["left", "h"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Right,
+        name: "right",
+        help: "move right",
+        defaults: &["right", "l"],
+        hint: None,
+    },
+    Binding {
+        key: Key::PageUp,
+        name: "page_up",
+        help: "page up",
+        defaults: &["pageup"],
+        hint: None,
+    },
+    Binding {
+        key: Key::PageDown,
+        name: "page_down",
+        help: "page down",
+        defaults: &["pagedown"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Top,
+        name: "top",
+        help: "first row / oldest log line",
+        defaults: &["g", "home"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Bottom,
+        name: "bottom",
+        help: "last row / newest log line (follows again)",
+        defaults: &["G", "end"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Details,
+        name: "details",
+        help: "details of the selected cell or config",
+        defaults: &["enter"],
+        hint: Some("details"),
+    },
+    Binding {
+        key: Key::Focus,
+        name: "focus",
+        help: "move focus between the grid and the log",
+        defaults: &["tab"],
+        hint: Some("focus"),
+    },
+    Binding {
+        key: Key::Follow,
+        name: "follow",
+        help: "follow the log (toggle)",
+        defaults: &["f"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Search,
+        name: "search",
+        help: "search the log (Enter: next older match, Esc: stop)",
+        defaults: &["/"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Help,
+        name: "help",
+        help: "this help",
+        defaults: &["?"],
+        hint: Some("help"),
+    },
+    Binding {
+        key: Key::Theme,
+        name: "theme",
+        help: "next theme",
+        defaults: &["t"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Value,
+        name: "value",
+        help: "next grid value (tok/s, decode tok/s, speedup, TTFT, accept length)",
+        defaults: &["v"],
+        hint: Some("value"),
+    },
+    Binding {
+        key: Key::Close,
+        name: "close",
+        help: "close the popup / cancel",
+        defaults: &["esc"],
+        hint: None,
+    },
+];
+
+/// A key as the terminal reports it, reduced to what bindings compare: the code
+/// and the Ctrl/Alt modifiers (Shift is part of the character: `G`, `?`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Chord {
+    pub code: KeyCode,
+    pub ctrl: bool,
+    pub alt: bool,
+}
+
+impl Chord {
+    pub fn from_event(ev: &KeyEvent) -> Chord {
+        let code = match ev.code {
+            // Some terminals report Shift-Tab as Tab with Shift.
+            KeyCode::Tab if ev.modifiers.contains(KeyModifiers::SHIFT) => KeyCode::BackTab,
+            c => c,
+        };
+        Chord {
+            code,
+            ctrl: ev.modifiers.contains(KeyModifiers::CONTROL),
+            alt: ev.modifiers.contains(KeyModifiers::ALT),
+        }
+    }
+
+    /// Parse `p`, `G`, `?`, `ctrl-c`, `alt-x`, `enter`, `tab`, `esc`, `up`, `f5`, `space`…
+    pub fn parse(s: &str) -> Result<Chord, String> {
+        let mut ctrl = false;
+        let mut alt = false;
+        let mut rest = s;
+        loop {
+            let lower = rest.to_ascii_lowercase();
+            if rest.len() > 1 && (lower.starts_with("ctrl-") || lower.starts_with("ctrl+")) {
+                ctrl = true;
+                rest = &rest[5..];
+            } else if rest.len() > 1 && (lower.starts_with("alt-") || lower.starts_with("alt+")) {
+                alt = true;
+                rest = &rest[4..];
+            } else {
+                break;
+            }
+        }
+        let mut chars = rest.chars();
+        let code = match (chars.next(), chars.next()) {
+            (Some(c), None) => KeyCode::Char(if ctrl { c.to_ascii_lowercase() } else { c }),
+            _ => match rest.to_ascii_lowercase().as_str() {
+                "enter" | "return" => KeyCode::Enter,
+                "tab" => KeyCode::Tab,
+                "backtab" | "shift-tab" => KeyCode::BackTab,
+                "esc" | "escape" => KeyCode::Esc,
+                "space" => KeyCode::Char(' '),
+                "backspace" => KeyCode::Backspace,
+                "up" => KeyCode::Up,
+                "down" => KeyCode::Down,
+                "left" => KeyCode::Left,
+                "right" => KeyCode::Right,
+                "pageup" | "pgup" => KeyCode::PageUp,
+                "pagedown" | "pgdn" => KeyCode::PageDown,
+                "home" => KeyCode::Home,
+                "end" => KeyCode::End,
+                "delete" | "del" => KeyCode::Delete,
+                "insert" | "ins" => KeyCode::Insert,
+                f if f.starts_with('f')
+                    && f[1..].parse::<u8>().is_ok_and(|n| (1..=24).contains(&n)) =>
+                {
+                    KeyCode::F(f[1..].parse().unwrap_or(1))
+                }
+                _ => return Err(format!("unknown key \"{s}\"")),
+            },
+        };
+        Ok(Chord { code, ctrl, alt })
+    }
+}
+
+impl fmt::Display for Chord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ctrl {
+            f.write_str("Ctrl-")?;
+        }
+        if self.alt {
+            f.write_str("Alt-")?;
+        }
+        match self.code {
+            KeyCode::Char(' ') => f.write_str("Space"),
+            KeyCode::Char(c) => write!(f, "{c}"),
+            KeyCode::Enter => f.write_str("Enter"),
+            KeyCode::Tab => f.write_str("Tab"),
+            KeyCode::BackTab => f.write_str("Shift-Tab"),
+            KeyCode::Esc => f.write_str("Esc"),
+            KeyCode::Backspace => f.write_str("Backspace"),
+            KeyCode::Up => f.write_str("↑"),
+            KeyCode::Down => f.write_str("↓"),
+            KeyCode::Left => f.write_str("←"),
+            KeyCode::Right => f.write_str("→"),
+            KeyCode::PageUp => f.write_str("PgUp"),
+            KeyCode::PageDown => f.write_str("PgDn"),
+            KeyCode::Home => f.write_str("Home"),
+            KeyCode::End => f.write_str("End"),
+            KeyCode::Delete => f.write_str("Del"),
+            KeyCode::Insert => f.write_str("Ins"),
+            KeyCode::F(n) => write!(f, "F{n}"),
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
+/// The bindings in force: the defaults with the user's overrides applied.
+#[derive(Debug, Clone)]
+pub struct Keymap {
+    /// (key, chords) in table order.
+    pub entries: Vec<(Key, Vec<Chord>)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct KeymapError {
+    pub file: String,
+    pub message: String,
+}
+
+impl Default for Keymap {
+    fn default() -> Self {
+        Keymap {
+            entries: BINDINGS
+                .iter()
+                .map(|b| {
+                    let chords = b
+                        .defaults
+                        .iter()
+                        .filter_map(|k| Chord::parse(k).ok())
+                        .collect();
+                    (b.key, chords)
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Keymap {
+    /// The action a key press asks for.
+    pub fn lookup(&self, chord: &Chord) -> Option<Key> {
+        self.entries
+            .iter()
+            .find(|(_, chords)| chords.contains(chord))
+            .map(|(k, _)| *k)
+    }
+
+    pub fn chords(&self, key: Key) -> &[Chord] {
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, c)| c.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// The keys of an action as the help shows them: `p`, `↑ k`.
+    pub fn label(&self, key: Key) -> String {
+        let chords = self.chords(key);
+        if chords.is_empty() {
+            return "(unbound)".into();
+        }
+        chords
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Apply a user's `keys.toml`: each action it names gets exactly the keys it
+    /// lists (a string or a list of strings, `[]` to unbind); a key taken by
+    /// another action moves to the one named.
+    pub fn with_overrides(mut self, text: &str, file: &Path) -> Result<Keymap, KeymapError> {
+        let err = |message: String| KeymapError {
+            file: file.display().to_string(),
+            message,
+        };
+        let table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        for (name, value) in &table {
+            let binding = BINDINGS.iter().find(|b| b.name == name).ok_or_else(|| {
+                let names: Vec<&str> = BINDINGS.iter().map(|b| b.name).collect();
+                err(format!(
+                    "unknown action \"{name}\" (actions: {})",
+                    names.join(", ")
+                ))
+            })?;
+            let keys: Vec<String> = match value {
+                toml::Value::String(s) => vec![s.clone()],
+                toml::Value::Array(a) => a
+                    .iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| err(format!("{name}: keys must be strings")))
+                    })
+                    .collect::<Result<_, _>>()?,
+                _ => return Err(err(format!("{name}: a key or a list of keys"))),
+            };
+            let chords: Vec<Chord> = keys
+                .iter()
+                .map(|k| Chord::parse(k).map_err(|e| err(format!("{name}: {e}"))))
+                .collect::<Result<_, _>>()?;
+            for (key, existing) in &mut self.entries {
+                if *key == binding.key {
+                    *existing = chords.clone();
+                } else {
+                    existing.retain(|c| !chords.contains(c));
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// The defaults plus the user's file, if there is one.
+    pub fn load(path: Option<&Path>) -> Result<Keymap, KeymapError> {
+        let Some(path) = path else {
+            return Ok(Keymap::default());
+        };
+        match std::fs::read_to_string(path) {
+            Ok(text) => Keymap::default().with_overrides(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Keymap::default()),
+            Err(e) => Err(KeymapError {
+                file: path.display().to_string(),
+                message: e.to_string(),
+            }),
+        }
+    }
+}
+
+pub fn binding(key: Key) -> &'static Binding {
+    BINDINGS
+        .iter()
+        .find(|b| b.key == key)
+        .unwrap_or(&BINDINGS[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn press(code: KeyCode, modifiers: KeyModifiers) -> Chord {
+        Chord::from_event(&KeyEvent::new(code, modifiers))
+    }
+
+    #[test]
+    fn defaults_cover_every_action_once() {
+        let map = Keymap::default();
+        for b in BINDINGS {
+            assert!(!map.chords(b.key).is_empty(), "{} unbound", b.name);
+            for d in b.defaults {
+                let chord = Chord::parse(d).unwrap();
+                assert_eq!(map.lookup(&chord), Some(b.key), "{d}");
+            }
+        }
+    }
+
+    #[test]
+    fn terminal_keys_match_parsed_names() {
+        let map = Keymap::default();
+        assert_eq!(
+            map.lookup(&press(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Key::Quit)
+        );
+        assert_eq!(
+            map.lookup(&press(KeyCode::Char('G'), KeyModifiers::SHIFT)),
+            Some(Key::Bottom)
+        );
+        assert_eq!(
+            map.lookup(&press(KeyCode::Char('?'), KeyModifiers::SHIFT)),
+            Some(Key::Help)
+        );
+        assert_eq!(
+            map.lookup(&press(KeyCode::Enter, KeyModifiers::NONE)),
+            Some(Key::Details)
+        );
+        assert_eq!(
+            map.lookup(&press(KeyCode::Char('c'), KeyModifiers::NONE)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_user_file_rebinds_and_steals_keys() {
+        let text = "pause = \"space\"\nhelp = [\"h\", \"f1\"]\n";
+        let map = Keymap::default()
+            .with_overrides(text, Path::new("keys.toml"))
+            .unwrap();
+        assert_eq!(
+            map.lookup(&Chord::parse("space").unwrap()),
+            Some(Key::Pause)
+        );
+        assert_eq!(map.lookup(&Chord::parse("p").unwrap()), None);
+        // `h` moved from left to help; left keeps its arrow.
+        assert_eq!(map.lookup(&Chord::parse("h").unwrap()), Some(Key::Help));
+        assert_eq!(map.label(Key::Left), "←");
+        assert_eq!(map.label(Key::Help), "h F1");
+    }
+
+    #[test]
+    fn a_bad_file_says_where_and_what() {
+        let e = Keymap::default()
+            .with_overrides("paws = \"p\"", Path::new("/k.toml"))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/k.toml: unknown action \"paws\""),
+            "{e}"
+        );
+        let e = Keymap::default()
+            .with_overrides("pause = \"hyper-p\"", Path::new("/k.toml"))
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown key \"hyper-p\""), "{e}");
+    }
+}

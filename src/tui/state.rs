@@ -1,0 +1,934 @@
+//! The dashboard's picture of a sweep: a pure fold over [`Event`]s. The live view,
+//! a resumed run and `sweeptop open` all build it the same way, so it must not
+//! care about duplicates or order: a cell's record is the one that finished last
+//! (a retry replaces it), and a state change older than the one shown is ignored.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::event::{Event, Level, LogMark};
+use crate::gpu::{GpuSnapshot, GpuStatus};
+use crate::plan::Plan;
+use crate::store::{CellRecord, Status};
+
+/// Log lines kept for scrolling back.
+pub const LOG_LINES: usize = 5000;
+/// GPU samples kept for the sparklines.
+pub const GPU_HISTORY: usize = 240;
+
+/// Where the sweep as a whole stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sweep {
+    /// No `SweepStarted` seen yet.
+    Waiting,
+    Running,
+    Finished {
+        ok: usize,
+        failed: usize,
+        skipped: usize,
+    },
+    Interrupted {
+        reason: String,
+    },
+}
+
+/// What the header's state badge says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    Starting,
+    Running,
+    Paused,
+    Stopping,
+    Finished,
+    Interrupted,
+}
+
+impl Shown {
+    pub fn label(self) -> &'static str {
+        match self {
+            Shown::Starting => "STARTING",
+            Shown::Running => "RUNNING",
+            Shown::Paused => "PAUSED",
+            Shown::Stopping => "STOPPING",
+            Shown::Finished => "FINISHED",
+            Shown::Interrupted => "INTERRUPTED",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Server {
+    Starting,
+    Ready {
+        after_s: f64,
+        context_limit: Option<u64>,
+        model: String,
+    },
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    Stopped {
+        how: String,
+    },
+}
+
+/// The config being run (or the last one run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigRun {
+    pub id: String,
+    pub phase: String,
+    pub index: usize,
+    pub total: usize,
+    pub attempt: u32,
+    pub command: String,
+    pub server: Server,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Running {
+    pub cell: String,
+    pub config: String,
+    pub since: String,
+}
+
+/// How a log line is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    Plain,
+    Failure,
+    Ready,
+    /// sweeptop's own note (config starting, server stopped, a notice…).
+    Note,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub config: String,
+    pub text: String,
+    pub kind: LineKind,
+}
+
+/// The server log tail (plus sweeptop's notes), bounded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogTail {
+    pub lines: VecDeque<LogLine>,
+    /// Lines ever pushed (scroll positions are kept stable with it).
+    pub pushed: u64,
+    /// Lines the view missed because it fell behind (the log file has them).
+    pub missed: u64,
+}
+
+impl LogTail {
+    pub fn push(&mut self, line: LogLine) {
+        if self.lines.len() == LOG_LINES {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+        self.pushed += 1;
+    }
+}
+
+/// GPU telemetry as shown: the latest snapshot and a short history per GPU.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuView {
+    pub latest: Option<GpuSnapshot>,
+    /// Utilisation history per GPU index (None: not reported at that sample).
+    pub util: BTreeMap<u32, VecDeque<Option<u8>>>,
+}
+
+impl GpuView {
+    pub fn status(&self) -> Option<&GpuStatus> {
+        self.latest.as_ref().map(|s| &s.status)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ViewState {
+    pub plan: Option<Arc<Plan>>,
+    pub plan_name: String,
+    pub run_dir: String,
+    pub total_configs: usize,
+    pub total_cells: usize,
+    /// When the latest (re)start of the sweep began.
+    pub started: Option<String>,
+    /// Cells finished since then (for the ETA).
+    pub finished_since_start: usize,
+    pub sweep: SweepState,
+    pub config: Option<ConfigRun>,
+    pub running: Option<Running>,
+    pub records: HashMap<String, CellRecord>,
+    pub excluded: BTreeSet<String>,
+    /// Cells or configs queued to run again.
+    pub retry_queued: BTreeSet<String>,
+    /// The failed cell that finished last.
+    pub last_failure: Option<String>,
+    /// The latest warning or error notice.
+    pub last_notice: Option<(Level, String)>,
+    pub gpu: GpuView,
+    pub log: LogTail,
+    /// The newest event time seen (the clock of a recorded run).
+    pub latest_at: String,
+}
+
+/// The sweep state with the time of each change, so older events cannot undo newer ones.
+#[derive(Debug, Clone)]
+pub struct SweepState {
+    pub sweep: Sweep,
+    pub sweep_at: String,
+    pub paused: bool,
+    pub paused_at: String,
+    /// A quit was asked for and the engine is stopping.
+    pub stopping: bool,
+    pub stopping_at: String,
+}
+
+impl Default for SweepState {
+    fn default() -> Self {
+        SweepState {
+            sweep: Sweep::Waiting,
+            sweep_at: String::new(),
+            paused: false,
+            paused_at: String::new(),
+            stopping: false,
+            stopping_at: String::new(),
+        }
+    }
+}
+
+impl ViewState {
+    pub fn new(plan: Option<Arc<Plan>>) -> ViewState {
+        let mut v = ViewState::default();
+        if let Some(p) = &plan {
+            v.plan_name = p.name.clone();
+            v.total_configs = p.configs.len();
+            v.total_cells = p.cells.len();
+        }
+        v.plan = plan;
+        v
+    }
+
+    /// Fold one event in.
+    pub fn apply(&mut self, ev: &Event) {
+        if let Some(at) = event_at(ev) {
+            if at > self.latest_at.as_str() {
+                self.latest_at = at.to_string();
+            }
+        }
+        match ev {
+            Event::SweepStarted {
+                at,
+                plan,
+                run_dir,
+                configs,
+                cells,
+                ..
+            } => {
+                self.plan_name = plan.clone();
+                self.run_dir = run_dir.clone();
+                self.total_configs = *configs;
+                self.total_cells = *cells;
+                if self.started.as_deref().is_none_or(|s| at.as_str() >= s) {
+                    self.started = Some(at.clone());
+                    self.finished_since_start = self
+                        .records
+                        .values()
+                        .filter(|r| r.finished_at >= *at)
+                        .count();
+                }
+                let s = &mut self.sweep;
+                if at.as_str() >= s.sweep_at.as_str() {
+                    s.sweep = Sweep::Running;
+                    s.sweep_at = at.clone();
+                }
+                // A fresh start is neither paused nor stopping.
+                if at.as_str() >= s.paused_at.as_str() {
+                    s.paused = false;
+                    s.paused_at = at.clone();
+                }
+                if at.as_str() >= s.stopping_at.as_str() {
+                    s.stopping = false;
+                    s.stopping_at = at.clone();
+                }
+                if self.running.as_ref().is_some_and(|r| r.since <= *at) {
+                    self.running = None;
+                }
+            }
+            Event::ConfigStarting {
+                at,
+                config,
+                phase,
+                index,
+                total,
+                command,
+                attempt,
+            } => {
+                if self.config.as_ref().is_none_or(|c| c.at <= *at) {
+                    self.config = Some(ConfigRun {
+                        id: config.clone(),
+                        phase: phase.clone(),
+                        index: *index,
+                        total: *total,
+                        attempt: *attempt,
+                        command: command.clone(),
+                        server: Server::Starting,
+                        at: at.clone(),
+                    });
+                }
+                self.note(config, ev);
+            }
+            Event::ServerReady {
+                at,
+                config,
+                after_s,
+                context_limit,
+                model,
+                ..
+            } => {
+                self.set_server(
+                    config,
+                    at,
+                    Server::Ready {
+                        after_s: *after_s,
+                        context_limit: *context_limit,
+                        model: model.clone(),
+                    },
+                );
+                self.note(config, ev);
+            }
+            Event::ServerExited {
+                at,
+                config,
+                code,
+                signal,
+            } => {
+                self.set_server(
+                    config,
+                    at,
+                    Server::Exited {
+                        code: *code,
+                        signal: *signal,
+                    },
+                );
+                self.note(config, ev);
+            }
+            Event::ServerStopped {
+                at, config, how, ..
+            } => {
+                self.set_server(config, at, Server::Stopped { how: how.clone() });
+                if self
+                    .running
+                    .as_ref()
+                    .is_some_and(|r| r.config == *config && r.since <= *at)
+                {
+                    self.running = None;
+                }
+                self.note(config, ev);
+            }
+            Event::CellStarted { at, cell, config } => {
+                let stale = self.records.get(cell).is_some_and(|r| r.finished_at >= *at)
+                    || self.running.as_ref().is_some_and(|r| r.since > *at)
+                    || self.sweep.sweep_at > *at
+                        && !matches!(self.sweep.sweep, Sweep::Running | Sweep::Waiting);
+                if !stale {
+                    self.running = Some(Running {
+                        cell: cell.clone(),
+                        config: config.clone(),
+                        since: at.clone(),
+                    });
+                    self.retry_queued.remove(cell);
+                    self.retry_queued.remove(config);
+                }
+            }
+            Event::CellFinished { record, .. } => self.record((**record).clone()),
+            Event::Action {
+                at, action, target, ..
+            } => {
+                match (action.as_str(), target) {
+                    ("quit", _) if at.as_str() >= self.sweep.stopping_at.as_str() => {
+                        self.sweep.stopping = true;
+                        self.sweep.stopping_at = at.clone();
+                    }
+                    ("exclude", Some(config)) => {
+                        self.excluded.insert(config.clone());
+                    }
+                    ("retry", Some(target)) => {
+                        self.retry_queued.insert(target.clone());
+                    }
+                    _ => {}
+                }
+                let config = self
+                    .config
+                    .as_ref()
+                    .map(|c| c.id.clone())
+                    .unwrap_or_default();
+                self.note(&config, ev);
+            }
+            Event::Paused { at } | Event::Resumed { at } => {
+                if at.as_str() >= self.sweep.paused_at.as_str() {
+                    self.sweep.paused = matches!(ev, Event::Paused { .. });
+                    self.sweep.paused_at = at.clone();
+                }
+                let config = self
+                    .config
+                    .as_ref()
+                    .map(|c| c.id.clone())
+                    .unwrap_or_default();
+                self.note(&config, ev);
+            }
+            Event::Notice { level, message, .. } => {
+                if *level != Level::Info {
+                    self.last_notice = Some((*level, message.clone()));
+                }
+                let config = self
+                    .config
+                    .as_ref()
+                    .map(|c| c.id.clone())
+                    .unwrap_or_default();
+                self.note(&config, ev);
+            }
+            Event::Gpu { snapshot } => self.gpu_sample(snapshot),
+            Event::Log { config, line, mark } => self.log.push(LogLine {
+                config: config.clone(),
+                text: line.clone(),
+                kind: match mark {
+                    LogMark::Plain => LineKind::Plain,
+                    LogMark::Failure => LineKind::Failure,
+                    LogMark::Ready => LineKind::Ready,
+                },
+            }),
+            Event::SweepFinished {
+                at,
+                ok,
+                failed,
+                skipped,
+            } => {
+                self.end_sweep(
+                    at,
+                    Sweep::Finished {
+                        ok: *ok,
+                        failed: *failed,
+                        skipped: *skipped,
+                    },
+                );
+                self.note("", ev);
+            }
+            Event::SweepInterrupted { at, reason } => {
+                self.end_sweep(
+                    at,
+                    Sweep::Interrupted {
+                        reason: reason.clone(),
+                    },
+                );
+                self.note("", ev);
+            }
+        }
+    }
+
+    /// A finished cell: it replaces an older record of the same cell, never a newer one.
+    pub fn record(&mut self, record: CellRecord) {
+        if let Some(old) = self.records.get(&record.cell) {
+            if old.finished_at > record.finished_at {
+                return;
+            }
+            if *old == record {
+                return;
+            }
+        } else if self
+            .started
+            .as_ref()
+            .is_some_and(|s| record.finished_at >= *s)
+        {
+            self.finished_since_start += 1;
+        }
+        if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.cell == record.cell && r.since <= record.finished_at)
+        {
+            self.running = None;
+        }
+        if record.status == Status::Failed {
+            let newer = self
+                .last_failure
+                .as_ref()
+                .and_then(|c| self.records.get(c))
+                .is_none_or(|r| r.finished_at <= record.finished_at);
+            if newer {
+                self.last_failure = Some(record.cell.clone());
+            }
+        } else if self.last_failure.as_ref() == Some(&record.cell) {
+            // A retry succeeded: the alert goes to the newest failure left, if any.
+            self.last_failure = None;
+        }
+        self.records.insert(record.cell.clone(), record);
+        if self.last_failure.is_none() {
+            self.last_failure = self
+                .records
+                .values()
+                .filter(|r| r.status == Status::Failed)
+                .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
+                .map(|r| r.cell.clone());
+        }
+    }
+
+    fn set_server(&mut self, config: &str, at: &str, server: Server) {
+        if let Some(c) = &mut self.config {
+            if c.id == config && c.at.as_str() <= at {
+                c.server = server;
+            }
+        }
+    }
+
+    fn end_sweep(&mut self, at: &str, sweep: Sweep) {
+        if at >= self.sweep.sweep_at.as_str() {
+            self.sweep.sweep = sweep;
+            self.sweep.sweep_at = at.to_string();
+            self.sweep.stopping = false;
+            self.sweep.stopping_at = at.to_string();
+            self.sweep.paused = false;
+            self.sweep.paused_at = at.to_string();
+            if self
+                .running
+                .as_ref()
+                .is_some_and(|r| r.since.as_str() <= at)
+            {
+                self.running = None;
+            }
+        }
+    }
+
+    fn gpu_sample(&mut self, snap: &GpuSnapshot) {
+        if self
+            .gpu
+            .latest
+            .as_ref()
+            .is_some_and(|l| l.at_ms > snap.at_ms)
+        {
+            return;
+        }
+        for g in &snap.gpus {
+            let h = self.gpu.util.entry(g.index).or_default();
+            if h.len() == GPU_HISTORY {
+                h.pop_front();
+            }
+            h.push_back(g.util_pct.map(|u| u.min(100) as u8));
+        }
+        self.gpu.latest = Some(snap.clone());
+    }
+
+    /// sweeptop's own line in the log pane, worded as the headless progress.
+    fn note(&mut self, config: &str, ev: &Event) {
+        if let Some(text) = crate::headless::line(ev) {
+            self.log.push(LogLine {
+                config: config.to_string(),
+                text,
+                kind: LineKind::Note,
+            });
+        }
+    }
+
+    /// What the header's badge says.
+    pub fn shown(&self) -> Shown {
+        match &self.sweep.sweep {
+            Sweep::Finished { .. } => Shown::Finished,
+            Sweep::Interrupted { .. } => Shown::Interrupted,
+            Sweep::Waiting if !self.sweep.stopping => Shown::Starting,
+            _ if self.sweep.stopping => Shown::Stopping,
+            _ if self.sweep.paused => Shown::Paused,
+            _ => Shown::Running,
+        }
+    }
+
+    /// Cells of the plan that have a record.
+    pub fn done(&self) -> usize {
+        match &self.plan {
+            Some(p) => p
+                .cells
+                .iter()
+                .filter(|c| self.records.contains_key(&c.id))
+                .count(),
+            None => self.records.len(),
+        }
+    }
+
+    /// Seconds since the sweep (re)started, at `now_ms`.
+    pub fn elapsed_s(&self, now_ms: i64) -> Option<u64> {
+        let start = parse_ms(self.started.as_deref()?)?;
+        Some(((now_ms - start).max(0) / 1000) as u64)
+    }
+
+    /// Seconds left, from the pace of the cells finished since the start.
+    pub fn eta_s(&self, now_ms: i64) -> Option<u64> {
+        if !matches!(self.sweep.sweep, Sweep::Running) || self.finished_since_start == 0 {
+            return None;
+        }
+        let elapsed = (now_ms - parse_ms(self.started.as_deref()?)?).max(0) as f64 / 1000.0;
+        let left = self.total_cells.saturating_sub(self.done()) as f64;
+        Some((elapsed / self.finished_since_start as f64 * left).round() as u64)
+    }
+
+    /// The alert line: the latest failure and how many cells of its config failed.
+    pub fn alert(&self) -> Option<String> {
+        let r = self.records.get(self.last_failure.as_ref()?)?;
+        let f = r.failure.as_ref()?;
+        let n = self
+            .records
+            .values()
+            .filter(|o| o.config == r.config && o.status == Status::Failed)
+            .count();
+        Some(format!(
+            "{}: {} — {n} cell{} failed",
+            r.config,
+            f.kind.describe(),
+            if n == 1 { "" } else { "s" }
+        ))
+    }
+
+    /// The GPUs the running config uses (all when it does not say).
+    pub fn active_gpus(&self) -> Option<Vec<u32>> {
+        let c = self.config.as_ref()?;
+        if matches!(c.server, Server::Stopped { .. } | Server::Exited { .. }) {
+            return None;
+        }
+        let plan = self.plan.as_ref()?;
+        match plan.config(&c.id)?.gpus.clone() {
+            Some(g) => Some(g),
+            None => Some(
+                self.gpu
+                    .latest
+                    .as_ref()
+                    .map(|s| s.gpus.iter().map(|g| g.index).collect())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+}
+
+/// The time an event carries, if any.
+fn event_at(ev: &Event) -> Option<&str> {
+    Some(match ev {
+        Event::SweepStarted { at, .. }
+        | Event::ConfigStarting { at, .. }
+        | Event::ServerReady { at, .. }
+        | Event::CellStarted { at, .. }
+        | Event::CellFinished { at, .. }
+        | Event::ServerExited { at, .. }
+        | Event::ServerStopped { at, .. }
+        | Event::Action { at, .. }
+        | Event::Paused { at }
+        | Event::Resumed { at }
+        | Event::Notice { at, .. }
+        | Event::SweepFinished { at, .. }
+        | Event::SweepInterrupted { at, .. } => at,
+        Event::Gpu { .. } | Event::Log { .. } => return None,
+    })
+}
+
+/// Unix milliseconds of an RFC 3339 UTC stamp as the engine writes them
+/// (`2025-01-02T03:04:05.678Z`).
+pub fn parse_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let ms = match b.get(19) {
+        Some(b'.') => {
+            let frac: String = s[20..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            let digits = frac.len().min(3);
+            let v: i64 = frac.get(..digits)?.parse().ok()?;
+            v * 10i64.pow(3 - digits as u32)
+        }
+        _ => 0,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    Some(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1000 + ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{Failure, FailureKind, FailureSource};
+
+    fn at(s: u32) -> String {
+        format!("2025-06-01T10:{:02}:{:02}.000Z", s / 60, s % 60)
+    }
+
+    fn rec(cell: &str, config: &str, status: Status, finished: u32) -> CellRecord {
+        CellRecord {
+            cell: cell.into(),
+            config: config.into(),
+            phase: "tp1".into(),
+            workload: "code".into(),
+            context_tokens: 1024,
+            concurrency: 1,
+            status,
+            failure: (status == Status::Failed).then(|| Failure {
+                kind: FailureKind::CudaIllegalInstruction,
+                source: FailureSource::ServerLog,
+                message: "boom".into(),
+                evidence: vec![],
+                context: None,
+            }),
+            metrics: None,
+            started_at: at(finished.saturating_sub(1)),
+            finished_at: at(finished),
+        }
+    }
+
+    fn finished(r: CellRecord) -> Event {
+        Event::CellFinished {
+            at: r.finished_at.clone(),
+            record: Box::new(r),
+        }
+    }
+
+    fn started(t: u32, done: usize) -> Event {
+        Event::SweepStarted {
+            at: at(t),
+            plan: "demo".into(),
+            run_dir: "runs/demo".into(),
+            configs: 2,
+            cells: 4,
+            already_done: done,
+        }
+    }
+
+    fn cell_started(t: u32, cell: &str, config: &str) -> Event {
+        Event::CellStarted {
+            at: at(t),
+            cell: cell.into(),
+            config: config.into(),
+        }
+    }
+
+    fn fold(events: &[Event]) -> ViewState {
+        let mut v = ViewState::new(None);
+        for e in events {
+            v.apply(e);
+        }
+        v
+    }
+
+    #[test]
+    fn parses_engine_timestamps() {
+        assert_eq!(parse_ms("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(parse_ms("1970-01-02T00:00:01.5Z"), Some(86_401_500));
+        assert_eq!(parse_ms("2000-03-01T00:00:00Z"), Some(951_868_800_000));
+        assert_eq!(parse_ms("garbage"), None);
+    }
+
+    #[test]
+    fn a_sweep_runs_pauses_and_finishes() {
+        let mut v = fold(&[started(0, 0), cell_started(1, "a", "c1")]);
+        assert_eq!(v.shown(), Shown::Running);
+        assert_eq!(v.running.as_ref().map(|r| r.cell.as_str()), Some("a"));
+        v.apply(&Event::Paused { at: at(2) });
+        assert_eq!(v.shown(), Shown::Paused);
+        v.apply(&finished(rec("a", "c1", Status::Ok, 3)));
+        assert_eq!(v.running, None);
+        assert_eq!(v.done(), 1);
+        v.apply(&Event::Resumed { at: at(4) });
+        assert_eq!(v.shown(), Shown::Running);
+        v.apply(&Event::Action {
+            at: at(5),
+            action: "quit".into(),
+            target: None,
+            source: "key".into(),
+        });
+        assert_eq!(v.shown(), Shown::Stopping);
+        v.apply(&Event::SweepInterrupted {
+            at: at(6),
+            reason: "quit".into(),
+        });
+        assert_eq!(v.shown(), Shown::Interrupted);
+        // Elapsed and ETA come from the events' clock.
+        assert_eq!(v.elapsed_s(parse_ms(&at(10)).unwrap()), Some(10));
+    }
+
+    #[test]
+    fn eta_follows_the_pace_of_finished_cells() {
+        let v = fold(&[
+            started(0, 0),
+            finished(rec("a", "c1", Status::Ok, 10)),
+            finished(rec("b", "c1", Status::Ok, 20)),
+        ]);
+        // 2 of 4 cells in 20 s: 20 s left.
+        assert_eq!(v.eta_s(parse_ms(&at(20)).unwrap()), Some(20));
+    }
+
+    #[test]
+    fn a_duplicate_finished_cell_changes_nothing() {
+        let a = rec("a", "c1", Status::Failed, 5);
+        let once = fold(&[started(0, 0), finished(a.clone())]);
+        let twice = fold(&[started(0, 0), finished(a.clone()), finished(a)]);
+        assert_eq!(once.records, twice.records);
+        assert_eq!(once.finished_since_start, twice.finished_since_start);
+        assert_eq!(once.alert(), twice.alert());
+        assert!(twice.alert().unwrap().ends_with(" — 1 cell failed"));
+    }
+
+    #[test]
+    fn a_retry_replaces_the_record_and_an_older_one_never_does() {
+        let failed = rec("a", "c1", Status::Failed, 5);
+        let ok = rec("a", "c1", Status::Ok, 50);
+        // In order: the retry wins.
+        let v = fold(&[
+            started(0, 0),
+            finished(failed.clone()),
+            finished(ok.clone()),
+        ]);
+        assert_eq!(v.records["a"].status, Status::Ok);
+        assert_eq!(v.alert(), None);
+        // Replayed out of order (resume re-reading events): still the retry.
+        let v = fold(&[finished(ok.clone()), started(0, 0), finished(failed)]);
+        assert_eq!(v.records["a"].status, Status::Ok);
+        assert_eq!(v.records.len(), 1);
+    }
+
+    #[test]
+    fn the_running_cell_ignores_stale_starts() {
+        // A start older than the cell's record (replayed after resume) is not running.
+        let v = fold(&[
+            finished(rec("a", "c1", Status::Ok, 10)),
+            cell_started(9, "a", "c1"),
+        ]);
+        assert_eq!(v.running, None);
+        // A retry of a recorded cell is running again.
+        let v = fold(&[
+            finished(rec("a", "c1", Status::Failed, 10)),
+            cell_started(20, "a", "c1"),
+        ]);
+        assert_eq!(v.running.as_ref().map(|r| r.cell.as_str()), Some("a"));
+        // An older start does not replace a newer one.
+        let v = fold(&[cell_started(20, "b", "c1"), cell_started(10, "a", "c1")]);
+        assert_eq!(v.running.as_ref().map(|r| r.cell.as_str()), Some("b"));
+    }
+
+    #[test]
+    fn resuming_after_an_interrupt_starts_afresh_and_old_events_do_not_undo_it() {
+        let first_run = [
+            started(0, 0),
+            finished(rec("a", "c1", Status::Ok, 10)),
+            Event::Paused { at: at(11) },
+            cell_started(12, "b", "c1"),
+            Event::Action {
+                at: at(13),
+                action: "quit".into(),
+                target: None,
+                source: "key".into(),
+            },
+            Event::SweepInterrupted {
+                at: at(14),
+                reason: "quit".into(),
+            },
+        ];
+        let resumed = [started(100, 1), cell_started(101, "b", "c1")];
+        let mut in_order: Vec<Event> = first_run.to_vec();
+        in_order.extend(resumed.iter().cloned());
+        let v = fold(&in_order);
+        assert_eq!(v.shown(), Shown::Running);
+        assert_eq!(v.running.as_ref().map(|r| r.since.clone()), Some(at(101)));
+        // The old run's events arriving after the new ones change nothing.
+        let mut shuffled: Vec<Event> = resumed.to_vec();
+        shuffled.extend(first_run.iter().cloned());
+        let w = fold(&shuffled);
+        assert_eq!(w.shown(), Shown::Running);
+        assert_eq!(w.running, v.running);
+        assert_eq!(w.records, v.records);
+        assert_eq!(w.started, Some(at(100)));
+        assert_eq!(w.finished_since_start, 0);
+    }
+
+    #[test]
+    fn actions_mark_excluded_configs_and_queued_retries() {
+        let v = fold(&[
+            started(0, 0),
+            Event::Action {
+                at: at(1),
+                action: "exclude".into(),
+                target: Some("c2".into()),
+                source: "key".into(),
+            },
+            Event::Action {
+                at: at(2),
+                action: "retry".into(),
+                target: Some("a".into()),
+                source: "key".into(),
+            },
+        ]);
+        assert!(v.excluded.contains("c2"));
+        assert!(v.retry_queued.contains("a"));
+        let mut v = v;
+        v.apply(&cell_started(3, "a", "c1"));
+        assert!(!v.retry_queued.contains("a"));
+    }
+
+    #[test]
+    fn gpu_history_is_kept_in_order_and_bounded() {
+        use crate::gpu::{GpuSample, GpuSnapshot, GpuStatus};
+        let snap = |t: u64, util: Option<u32>| Event::Gpu {
+            snapshot: GpuSnapshot {
+                at_ms: t,
+                status: GpuStatus::Simulated,
+                gpus: vec![GpuSample {
+                    util_pct: util,
+                    ..GpuSample::unknown(0)
+                }],
+            },
+        };
+        let mut v = ViewState::new(None);
+        for t in 0..(GPU_HISTORY as u64 + 10) {
+            v.apply(&snap(t, Some((t % 100) as u32)));
+        }
+        v.apply(&snap(3, None)); // late sample: dropped
+        let h = &v.gpu.util[&0];
+        assert_eq!(h.len(), GPU_HISTORY);
+        assert_eq!(
+            h.back(),
+            Some(&Some(((GPU_HISTORY as u64 + 9) % 100) as u8))
+        );
+        assert_eq!(
+            v.gpu.latest.as_ref().map(|s| s.at_ms),
+            Some(GPU_HISTORY as u64 + 9)
+        );
+    }
+
+    #[test]
+    fn log_lines_keep_their_marks_and_the_tail_is_bounded() {
+        let mut v = ViewState::new(None);
+        for i in 0..(LOG_LINES + 5) {
+            v.apply(&Event::Log {
+                config: "c1".into(),
+                line: format!("line {i}"),
+                mark: if i.is_multiple_of(2) {
+                    LogMark::Plain
+                } else {
+                    LogMark::Failure
+                },
+            });
+        }
+        assert_eq!(v.log.lines.len(), LOG_LINES);
+        assert_eq!(v.log.pushed, (LOG_LINES + 5) as u64);
+        let last = v.log.lines.back().unwrap();
+        assert_eq!(last.text, format!("line {}", LOG_LINES + 4));
+        let marked = v
+            .log
+            .lines
+            .iter()
+            .filter(|l| l.kind == LineKind::Failure)
+            .count();
+        assert_eq!(marked, LOG_LINES / 2);
+    }
+}

@@ -1,0 +1,914 @@
+//! Rendering and interaction tests: synthetic event sequences over the demo plan,
+//! drawn on a `TestBackend` and compared with committed snapshots; keys checked
+//! against the commands they send.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use ratatui::Terminal;
+use tokio::sync::mpsc;
+
+use super::app::{Action, App, Look, Mode, Overlay};
+use super::keymap::Keymap;
+use super::state::{parse_ms, ViewState};
+use super::theme::Theme;
+use crate::detect::{ContextNumbers, Failure, FailureKind, FailureSource};
+use crate::engine::{Command, Request};
+use crate::event::{Event, Level, LogMark};
+use crate::gpu::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
+use crate::load::Metrics;
+use crate::plan::Plan;
+use crate::store::{CellRecord, Status};
+
+fn plan() -> Arc<Plan> {
+    Arc::new(
+        Plan::parse(
+            Path::new(crate::commands::DEMO_PATH),
+            crate::commands::DEMO_PLAN,
+        )
+        .expect("the demo plan parses"),
+    )
+}
+
+/// A time `s` seconds into the sweep.
+fn at(s: u32) -> String {
+    format!("2025-06-01T10:{:02}:{:02}.000Z", s / 60, s % 60)
+}
+
+fn metrics(tok_s: f64, ttft_ms: f64, accept: Option<f64>) -> Metrics {
+    serde_json::from_value(serde_json::json!({
+        "requests": 4, "failed_requests": 0, "short_requests": 0,
+        "output_tokens": 192, "duration_s": 192.0 / tok_s, "output_tok_s": tok_s,
+        "request_per_s": 1.5, "decode_tok_s_p50": tok_s * 0.9, "decode_tok_s_mean": tok_s * 0.88,
+        "ttft_ms_p50": ttft_ms, "ttft_ms_p90": ttft_ms * 1.2, "ttft_ms_p99": ttft_ms * 1.4,
+        "ttft_ms_mean": ttft_ms * 1.05,
+        "itl_ms_p50": 11.5, "itl_ms_p90": 13.0, "itl_ms_p99": 19.25, "itl_ms_mean": 12.0,
+        "tpot_ms_p50": 11.9, "e2e_ms_p50": 640.0, "e2e_ms_p99": 810.0,
+        "prompt_tokens_mean": 1019.0, "tokens_estimated": false, "accept_len": accept,
+        "gpu_mem_peak_mib": 81234, "gpu_util_mean": 87.5
+    }))
+    .expect("metrics fixture")
+}
+
+/// Builds the event story of a demo sweep, one cell at a time.
+struct Story {
+    plan: Arc<Plan>,
+    events: Vec<Event>,
+    t: u32,
+}
+
+impl Story {
+    fn new() -> Story {
+        let plan = plan();
+        let events = vec![Event::SweepStarted {
+            at: at(0),
+            plan: plan.name.clone(),
+            run_dir: "runs/demo-20250601-100000".into(),
+            configs: plan.configs.len(),
+            cells: plan.cells.len(),
+            already_done: 0,
+        }];
+        Story { plan, events, t: 0 }
+    }
+
+    fn tick(&mut self) -> String {
+        self.t += 1;
+        at(self.t)
+    }
+
+    fn config(&mut self, id: &str) -> &mut Story {
+        let (index, c) = self
+            .plan
+            .configs
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.id == id)
+            .map(|(i, c)| (i, c.clone()))
+            .expect("config in the demo plan");
+        let at = self.tick();
+        self.events.push(Event::ConfigStarting {
+            at,
+            config: id.into(),
+            phase: c.phase.clone(),
+            index: index + 1,
+            total: self.plan.configs.len(),
+            command: format!("sweeptop sim-server --port 41231 --tp {}", c.axes["tp"]),
+            attempt: 1,
+        });
+        self.log(id, "[2025-06-01 10:00:01] server_args=ServerArgs(model_path='Qwen3.6-27B-sim', tp_size=1, ...)", LogMark::Plain);
+        self.log(
+            id,
+            "[2025-06-01 10:00:02] Load weight end. mem usage=51.32 GB",
+            LogMark::Plain,
+        );
+        self.log(
+            id,
+            "[2025-06-01 10:00:02] The server is fired up and ready to roll!",
+            LogMark::Ready,
+        );
+        let at = self.tick();
+        self.events.push(Event::ServerReady {
+            at,
+            config: id.into(),
+            pid: 4242,
+            after_s: 1.2,
+            context_limit: Some(32768),
+            model: "Qwen3.6-27B-sim".into(),
+        });
+        self
+    }
+
+    fn log(&mut self, config: &str, line: &str, mark: LogMark) -> &mut Story {
+        self.events.push(Event::Log {
+            config: config.into(),
+            line: line.into(),
+            mark,
+        });
+        self
+    }
+
+    fn cells(&self, config: &str) -> Vec<crate::plan::Cell> {
+        self.plan.cells_of(config).cloned().collect()
+    }
+
+    fn start(&mut self, cell: &crate::plan::Cell) -> &mut Story {
+        let at = self.tick();
+        self.events.push(Event::CellStarted {
+            at,
+            cell: cell.id.clone(),
+            config: cell.config.clone(),
+        });
+        self
+    }
+
+    fn finish(
+        &mut self,
+        cell: &crate::plan::Cell,
+        status: Status,
+        metrics: Option<Metrics>,
+        failure: Option<Failure>,
+    ) -> &mut Story {
+        let started_at = at(self.t);
+        let finished_at = self.tick();
+        self.events.push(Event::CellFinished {
+            at: finished_at.clone(),
+            record: Box::new(CellRecord {
+                cell: cell.id.clone(),
+                config: cell.config.clone(),
+                phase: cell.phase.clone(),
+                workload: cell.workload.clone(),
+                context_tokens: cell.context_tokens,
+                concurrency: cell.concurrency,
+                status,
+                failure,
+                metrics,
+                started_at,
+                finished_at,
+            }),
+        });
+        self
+    }
+
+    /// Run a config's cells: code cells ok at `speed` × a base rate, the long
+    /// prompt rejected with a context-overflow 400.
+    fn run_ok(&mut self, config: &str, speed: f64, accept: Option<f64>) -> &mut Story {
+        self.config(config);
+        for (i, c) in self.cells(config).iter().enumerate() {
+            self.start(c);
+            if c.workload == "longdoc" {
+                self.finish(c, Status::Failed, None, Some(overflow()));
+            } else {
+                let base = [82.0, 301.5, 79.4, 288.0, 70.2, 240.8][i % 6];
+                let ttft = [45.0, 61.0, 190.0, 260.0, 820.0, 1440.0][i % 6];
+                self.log(
+                    config,
+                    &format!("[2025-06-01 10:00:0{i}] Decode batch. #running-req: {}, #token: 1234, gen throughput (token/s): {:.2}", c.concurrency, base * speed),
+                    LogMark::Plain,
+                );
+                self.finish(
+                    c,
+                    Status::Ok,
+                    Some(metrics(base * speed, ttft / speed.sqrt(), accept)),
+                    None,
+                );
+            }
+        }
+        let at = self.tick();
+        self.events.push(Event::ServerStopped {
+            at,
+            config: config.into(),
+            how: "SIGINT".into(),
+            after_s: 0.4,
+        });
+        self
+    }
+
+    /// The first cell crashes the server with an illegal instruction; the rest
+    /// are not run.
+    fn run_crash(&mut self, config: &str) -> &mut Story {
+        self.config(config);
+        let cells = self.cells(config);
+        self.start(&cells[0]);
+        for l in crash_lines() {
+            self.log(config, l, LogMark::Failure);
+        }
+        let f = Failure {
+            kind: FailureKind::CudaIllegalInstruction,
+            source: FailureSource::ServerLog,
+            message: "CUDA error: an illegal instruction was encountered (exit code 1)".into(),
+            evidence: crash_lines().iter().map(|s| s.to_string()).collect(),
+            context: None,
+        };
+        self.finish(&cells[0], Status::Failed, None, Some(f.clone()));
+        for c in &cells[1..] {
+            let not_run = Failure {
+                message: format!(
+                    "not run: the server died in {} ({})",
+                    cells[0].id, f.message
+                ),
+                ..f.clone()
+            };
+            self.finish(c, Status::Failed, None, Some(not_run));
+        }
+        let at = self.tick();
+        self.events.push(Event::ServerExited {
+            at,
+            config: config.into(),
+            code: Some(1),
+            signal: None,
+        });
+        self
+    }
+
+    fn gpus(&mut self, n: u32, busy: &[u32]) -> &mut Story {
+        for k in 0..12u64 {
+            self.events.push(gpu_event(n, busy, k));
+        }
+        self
+    }
+
+    fn view(&self) -> ViewState {
+        let mut v = ViewState::new(Some(self.plan.clone()));
+        for e in &self.events {
+            v.apply(e);
+        }
+        v
+    }
+}
+
+fn crash_lines() -> [&'static str; 3] {
+    [
+        "[2025-06-01 10:00:09] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: CUDA error: an illegal instruction was encountered",
+        "CUDA kernel errors might be asynchronously reported at some other API call",
+    ]
+}
+
+fn overflow() -> Failure {
+    Failure {
+        kind: FailureKind::ContextOverflow,
+        source: FailureSource::Http,
+        message: "HTTP 400: This model's maximum context length is 32768 tokens. However, you requested 32808 tokens (32760 in the messages, 48 in the completion).".into(),
+        evidence: vec![],
+        context: Some(ContextNumbers {
+            limit: Some(32768),
+            prompt_tokens: Some(32760),
+            output_tokens: Some(48),
+            total_tokens: Some(32808),
+        }),
+    }
+}
+
+fn gpu_event(n: u32, busy: &[u32], k: u64) -> Event {
+    let gpus = (0..n)
+        .map(|i| {
+            let on = busy.contains(&i);
+            GpuSample {
+                index: i,
+                name: "NVIDIA H200".into(),
+                util_pct: Some(if on {
+                    60 + ((k * 7 + i as u64 * 13) % 40) as u32
+                } else {
+                    0
+                }),
+                mem_used_mib: Some(if on { 118_000 + i as u64 * 311 } else { 512 }),
+                mem_total_mib: Some(143_771),
+                temp_c: Some(if on { 71 + i } else { 34 }),
+                power_w: Some(if on { 512.0 + i as f64 } else { 74.0 }),
+                power_limit_w: Some(700.0),
+                sm_clock_mhz: Some(1980),
+                processes: if on {
+                    vec![GpuProcess {
+                        pid: 4242,
+                        name: "python3".into(),
+                        used_mib: Some(117_000),
+                        ours: true,
+                    }]
+                } else {
+                    vec![]
+                },
+            }
+        })
+        .collect();
+    Event::Gpu {
+        snapshot: GpuSnapshot {
+            at_ms: 1_748_772_000_000 + k * 1000,
+            status: GpuStatus::Simulated,
+            gpus,
+        },
+    }
+}
+
+fn look() -> Look {
+    Look {
+        ascii: false,
+        show_gpu: true,
+    }
+}
+
+/// An app over a view, live (its command channel returned), clock at the last event.
+fn live(view: ViewState) -> (App, mpsc::Receiver<Request>) {
+    let (tx, rx) = mpsc::channel(16);
+    let mut app = App::new(
+        view,
+        Mode::Live { commands: tx },
+        PathBuf::from("runs/demo-20250601-100000"),
+        Keymap::default(),
+        Theme::dark(),
+        look(),
+    );
+    let now = parse_ms(&app.view.latest_at).unwrap_or(0) + 2000;
+    app.update(Action::Tick(now));
+    (app, rx)
+}
+
+fn render(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
+    app.update(Action::Resize(w, h));
+    draw_as_is(app, w, h)
+}
+
+/// Draw without telling the app anything first.
+fn draw_as_is(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+    terminal.draw(|f| super::draw::draw(f, app)).expect("draw");
+    terminal
+}
+
+fn screen(t: &Terminal<TestBackend>) -> String {
+    t.backend().to_string()
+}
+
+fn press(app: &mut App, code: KeyCode) {
+    press_mod(app, code, KeyModifiers::NONE);
+}
+
+fn press_mod(app: &mut App, code: KeyCode, m: KeyModifiers) {
+    if let Some(a) = app.on_key(&KeyEvent::new(code, m)) {
+        app.update(a);
+    }
+}
+
+/// The demo part-way: the baseline done, DFlash running its third cell.
+fn running_story() -> Story {
+    let mut s = Story::new();
+    s.run_ok("tp1-baseline", 1.0, None);
+    s.config("tp1-dflash");
+    let cells = s.cells("tp1-dflash");
+    s.start(&cells[0])
+        .finish(
+            &cells[0],
+            Status::Ok,
+            Some(metrics(131.2, 41.0, Some(3.42))),
+            None,
+        )
+        .start(&cells[1])
+        .finish(
+            &cells[1],
+            Status::Ok,
+            Some(metrics(290.3, 66.0, Some(3.18))),
+            None,
+        )
+        .start(&cells[2]);
+    s.log("tp1-dflash", "[2025-06-01 10:00:30] Decode batch. #running-req: 1, #token: 8400, gen throughput (token/s): 127.31, accept len: 3.40", LogMark::Plain);
+    s.gpus(8, &[0]);
+    s
+}
+
+/// The demo after DDTree b8 crashed.
+fn crash_story() -> Story {
+    let mut s = Story::new();
+    s.run_ok("tp1-baseline", 1.0, None)
+        .run_ok("tp1-dflash", 1.6, Some(3.3))
+        .run_ok("tp1-ddtree-b4", 1.9, Some(4.1))
+        .run_crash("tp1-ddtree-b8");
+    s.gpus(8, &[]);
+    s
+}
+
+#[test]
+fn snapshot_empty_plan_start() {
+    let mut s = Story::new();
+    s.config("tp1-baseline");
+    let (mut app, _rx) = live(s.view());
+    let t = render(&mut app, 120, 40);
+    insta::assert_snapshot!("empty_plan_start", t.backend());
+}
+
+#[test]
+fn snapshot_running() {
+    let (mut app, _rx) = live(running_story().view());
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    assert!(text.contains(" RUNNING "), "{text}");
+    assert!(text.contains("config 2/8 tp1-dflash"), "{text}");
+    assert!(text.contains("cells 9/56"), "{text}");
+    insta::assert_snapshot!("running", t.backend());
+}
+
+#[test]
+fn snapshot_crash_flagged() {
+    let (mut app, _rx) = live(crash_story().view());
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    let badge = FailureKind::CudaIllegalInstruction.badge();
+    let alert = format!(
+        "tp1-ddtree-b8: {} — 7 cells failed",
+        FailureKind::CudaIllegalInstruction.describe()
+    );
+    assert!(text.contains(&alert), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.contains("tp1-ddtree-b8   "))
+        .expect("the crashed config's row");
+    // All seven: the crash, and the cells not run because of it.
+    assert_eq!(row.matches(badge).count(), 7, "{row}");
+    // The badge is drawn in the failure style.
+    let buf = t.backend().buffer();
+    let theme = Theme::dark();
+    let width = buf.area.width;
+    let (x, y) = (0..buf.area.height)
+        .find_map(|y| {
+            let row: String = (0..width).map(|x| buf[(x, y)].symbol()).collect();
+            if !row.contains("tp1-ddtree-b8   ") {
+                return None;
+            }
+            let at = row.find(badge)?;
+            Some((row[..at].chars().count() as u16, y))
+        })
+        .expect("a badge in the crashed config's row");
+    assert_eq!(buf[(x, y)].bg, theme.failed.bg.unwrap_or(Color::Reset));
+    insta::assert_snapshot!("crash_flagged", t.backend());
+}
+
+#[test]
+fn snapshot_overflow_flagged() {
+    let mut s = Story::new();
+    s.run_ok("tp1-baseline", 1.0, None);
+    let (mut app, _rx) = live(s.view());
+    let t = render(&mut app, 100, 30);
+    let text = screen(&t);
+    assert!(
+        text.contains(&format!(
+            "tp1-baseline: {} — 1 cell failed",
+            FailureKind::ContextOverflow.describe()
+        )),
+        "{text}"
+    );
+    insta::assert_snapshot!("overflow_flagged", t.backend());
+}
+
+#[test]
+fn snapshot_paused() {
+    let mut s = running_story();
+    let cells = s.cells("tp1-dflash");
+    let at = s.tick();
+    s.events.push(Event::Action {
+        at: at.clone(),
+        action: "toggle_pause".into(),
+        target: None,
+        source: "key".into(),
+    });
+    s.events.push(Event::Paused { at });
+    s.finish(
+        &cells[2],
+        Status::Ok,
+        Some(metrics(120.0, 180.0, Some(3.2))),
+        None,
+    );
+    let (mut app, _rx) = live(s.view());
+    let t = render(&mut app, 120, 40);
+    assert!(screen(&t).contains(" PAUSED "));
+    insta::assert_snapshot!("paused", t.backend());
+}
+
+#[test]
+fn snapshot_help_overlay() {
+    let (mut app, _rx) = live(running_story().view());
+    press(&mut app, KeyCode::Char('?'));
+    assert!(matches!(app.ui.overlay, Overlay::Help { .. }));
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    // Generated from the keymap: every action's help line is there.
+    for b in super::keymap::BINDINGS {
+        assert!(text.contains(b.help), "{} missing\n{text}", b.name);
+    }
+    insta::assert_snapshot!("help_overlay", t.backend());
+}
+
+#[test]
+fn snapshot_details_popup_of_a_crashed_cell() {
+    let (mut app, _rx) = live(crash_story().view());
+    // Select tp1-ddtree-b8's first cell.
+    press(&mut app, KeyCode::Char('g'));
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Down);
+    }
+    assert_eq!(app.ui.sel_col, Some(0));
+    press(&mut app, KeyCode::Enter);
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    assert!(
+        text.contains("Cell tp1-ddtree-b8/code-ctx1024-c1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("an illegal instruction was encountered"),
+        "{text}"
+    );
+    insta::assert_snapshot!("details_crashed_cell", t.backend());
+}
+
+#[test]
+fn snapshot_details_popup_of_an_ok_cell() {
+    let (mut app, _rx) = live(crash_story().view());
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Down); // tp1-dflash
+    press(&mut app, KeyCode::Right); // code 1k c4
+    press(&mut app, KeyCode::Enter);
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    assert!(text.contains("prompt (real, mean)"), "{text}");
+    assert!(text.contains("1019 tokens"), "{text}");
+    assert!(text.contains("acceptance length"), "{text}");
+    insta::assert_snapshot!("details_ok_cell", t.backend());
+}
+
+#[test]
+fn snapshot_one_gpu() {
+    let mut s = Story::new();
+    s.run_ok("tp1-baseline", 1.0, None);
+    s.config("tp1-dflash");
+    s.gpus(1, &[0]);
+    let (mut app, _rx) = live(s.view());
+    let t = render(&mut app, 120, 40);
+    insta::assert_snapshot!("one_gpu", t.backend());
+}
+
+#[test]
+fn snapshot_eight_gpus_tp4() {
+    let mut s = Story::new();
+    s.run_ok("tp1-baseline", 1.0, None);
+    s.config("tp4-baseline");
+    s.gpus(8, &[0, 1, 2, 3]);
+    let (mut app, _rx) = live(s.view());
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    // The config's four GPUs are marked, the others are not.
+    let marked = text.lines().filter(|l| l.contains("●")).count();
+    assert_eq!(marked, 4, "{text}");
+    insta::assert_snapshot!("eight_gpus_tp4", t.backend());
+}
+
+#[test]
+fn snapshot_nvml_missing() {
+    let mut s = Story::new();
+    s.config("tp1-baseline");
+    s.events.push(Event::Gpu {
+        snapshot: GpuSnapshot {
+            at_ms: 1,
+            status: GpuStatus::LibraryNotFound {
+                detail: "libnvidia-ml.so.1: cannot open shared object file".into(),
+            },
+            gpus: vec![],
+        },
+    });
+    let (mut app, _rx) = live(s.view());
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    assert!(text.contains("NVML not found"), "{text}");
+    insta::assert_snapshot!("nvml_missing", t.backend());
+}
+
+#[test]
+fn snapshot_80x24() {
+    let (mut app, _rx) = live(crash_story().view());
+    let t = render(&mut app, 80, 24);
+    let text = screen(&t);
+    assert!(text.contains("ILL") || text.contains(FailureKind::CudaIllegalInstruction.badge()));
+    insta::assert_snapshot!("size_80x24", t.backend());
+}
+
+#[test]
+fn snapshot_200x50() {
+    let (mut app, _rx) = live(crash_story().view());
+    let t = render(&mut app, 200, 50);
+    insta::assert_snapshot!("size_200x50", t.backend());
+}
+
+#[test]
+fn snapshot_too_small() {
+    let (mut app, _rx) = live(crash_story().view());
+    let t = render(&mut app, 50, 12);
+    assert!(screen(&t).contains("terminal too small"));
+}
+
+#[test]
+fn snapshot_monochrome_theme_has_no_colour() {
+    let (tx, _rx) = mpsc::channel(4);
+    let mut app = App::new(
+        crash_story().view(),
+        Mode::Live { commands: tx },
+        PathBuf::from("runs/demo"),
+        Keymap::default(),
+        Theme::mono(),
+        look(),
+    );
+    let t = render(&mut app, 120, 40);
+    for cell in t.backend().buffer().content() {
+        assert_eq!(cell.fg, Color::Reset, "{cell:?}");
+        assert_eq!(cell.bg, Color::Reset, "{cell:?}");
+    }
+    insta::assert_snapshot!("monochrome", t.backend());
+}
+
+#[test]
+fn ascii_mode_draws_no_block_or_braille_characters() {
+    let (tx, _rx) = mpsc::channel(4);
+    let mut app = App::new(
+        running_story().view(),
+        Mode::Live { commands: tx },
+        PathBuf::from("runs/demo"),
+        Keymap::default(),
+        Theme::dark(),
+        Look {
+            ascii: true,
+            show_gpu: true,
+        },
+    );
+    app.update(Action::Tick(parse_ms(&at(40)).unwrap()));
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    for ch in text.chars() {
+        assert!(ch.is_ascii(), "non-ASCII {ch:?} in ASCII mode\n{text}");
+    }
+    insta::assert_snapshot!("ascii", t.backend());
+}
+
+#[test]
+fn keys_send_the_engine_commands() {
+    let (mut app, mut rx) = live(crash_story().view());
+    let mut next = || rx.try_recv().map(|r| (r.command, r.source)).ok();
+    press(&mut app, KeyCode::Char('p'));
+    assert_eq!(next(), Some((Command::TogglePause, "key".into())));
+    press(&mut app, KeyCode::Char('s'));
+    assert_eq!(next().map(|c| c.0), Some(Command::SkipConfig));
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(next().map(|c| c.0), Some(Command::SkipCell));
+    // Retry on a failed cell: that cell.
+    press(&mut app, KeyCode::Char('g'));
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Down);
+    }
+    assert_eq!(app.grid.configs[app.ui.sel_config].id, "tp1-ddtree-b8");
+    press(&mut app, KeyCode::Right);
+    let cell = app.selected_record().map(|r| r.cell.clone()).unwrap();
+    press(&mut app, KeyCode::Char('r'));
+    assert_eq!(next().map(|c| c.0), Some(Command::Retry { target: cell }));
+    // Retry on an ok cell: refused, nothing sent.
+    press(&mut app, KeyCode::Char('k'));
+    press(&mut app, KeyCode::Char('r'));
+    assert_eq!(next(), None);
+    assert_eq!(app.ui.flash.as_ref().map(|f| f.level), Some(Level::Warn));
+    // With the row label selected: the whole config.
+    for _ in 0..8 {
+        press(&mut app, KeyCode::Char('h'));
+    }
+    assert_eq!(app.ui.sel_col, None);
+    press(&mut app, KeyCode::Char('r'));
+    assert_eq!(
+        next().map(|c| c.0),
+        Some(Command::Retry {
+            target: "tp1-ddtree-b4".into()
+        })
+    );
+    press(&mut app, KeyCode::Char('x'));
+    assert_eq!(
+        next().map(|c| c.0),
+        Some(Command::Exclude {
+            config: "tp1-ddtree-b4".into()
+        })
+    );
+    // Quit asks first; `n` keeps running, Ctrl-C asks again and `y` quits.
+    press(&mut app, KeyCode::Char('q'));
+    assert_eq!(app.ui.overlay, Overlay::ConfirmQuit);
+    assert_eq!(next(), None);
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(app.ui.overlay, Overlay::None);
+    assert_eq!(next(), None);
+    press_mod(&mut app, KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert_eq!(app.ui.overlay, Overlay::ConfirmQuit);
+    let t = render(&mut app, 100, 30);
+    assert!(screen(&t).contains("Quit the sweep?"));
+    press(&mut app, KeyCode::Char('y'));
+    assert_eq!(next().map(|c| c.0), Some(Command::Quit));
+    assert!(!app.exit, "waits for the engine to stop");
+    app.update(Action::Event(Event::SweepInterrupted {
+        at: at(500),
+        reason: "quit".into(),
+    }));
+    app.update(Action::EngineDone);
+    assert!(app.exit);
+}
+
+#[test]
+fn a_finished_sweep_stays_on_screen_until_the_user_leaves() {
+    let mut s = crash_story();
+    s.events.push(Event::SweepFinished {
+        at: at(900),
+        ok: 1,
+        failed: 2,
+        skipped: 3,
+    });
+    let (mut app, mut rx) = live(s.view());
+    app.update(Action::EngineDone);
+    assert!(!app.exit);
+    let t = render(&mut app, 120, 40);
+    assert!(screen(&t).contains(" FINISHED "));
+    // No question: the sweep is over.
+    press(&mut app, KeyCode::Char('q'));
+    assert!(app.exit);
+    assert!(rx.try_recv().is_err());
+}
+
+#[test]
+fn a_recorded_run_is_read_only() {
+    let mut app = App::new(
+        crash_story().view(),
+        Mode::ReadOnly,
+        PathBuf::from("/nonexistent"),
+        Keymap::default(),
+        Theme::dark(),
+        look(),
+    );
+    press(&mut app, KeyCode::Char('p'));
+    let f = app.ui.flash.clone().expect("a message");
+    assert!(f.text.starts_with("read-only"), "{}", f.text);
+    press(&mut app, KeyCode::Char('q'));
+    assert!(app.exit, "leaves without a question");
+}
+
+#[test]
+fn export_writes_csv_and_markdown_into_the_run_directory() {
+    let dir = std::env::temp_dir().join(format!("sweeptop-tui-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = crash_story();
+    let mut run = crate::store::RunDir::create(&dir, "demo", crate::commands::DEMO_PLAN).unwrap();
+    for e in &s.events {
+        if let Event::CellFinished { record, .. } = e {
+            run.append_result(record).unwrap();
+        }
+    }
+    let (tx, _rx) = mpsc::channel(4);
+    let mut app = App::new(
+        s.view(),
+        Mode::Live { commands: tx },
+        dir.clone(),
+        Keymap::default(),
+        Theme::dark(),
+        look(),
+    );
+    press(&mut app, KeyCode::Char('e'));
+    let csv = std::fs::read_to_string(dir.join(super::app::EXPORT_CSV)).unwrap();
+    let md = std::fs::read_to_string(dir.join(super::app::EXPORT_MD)).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 4 * 7);
+    assert!(md.contains("tp1-ddtree-b8"));
+    let f = app.ui.flash.clone().unwrap();
+    assert!(
+        f.text.contains("results.csv") && f.text.contains("results.md"),
+        "{}",
+        f.text
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_log_follows_and_holds_still_when_scrolled_back() {
+    let (mut app, _rx) = live(running_story().view());
+    app.update(Action::Resize(120, 40));
+    let log_line = |i: u32| {
+        Action::Event(Event::Log {
+            config: "tp1-dflash".into(),
+            line: format!("line {i}"),
+            mark: LogMark::Plain,
+        })
+    };
+    for i in 0..100 {
+        app.update(log_line(i));
+    }
+    assert_eq!(app.ui.log_back, 0);
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Up);
+    press(&mut app, KeyCode::Up);
+    assert_eq!(app.ui.log_back, 2);
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    assert!(
+        text.contains("line 97") && !text.contains("line 99"),
+        "{text}"
+    );
+    for i in 100..110 {
+        app.update(log_line(i));
+    }
+    // Still the same lines on screen.
+    assert_eq!(app.ui.log_back, 12);
+    press(&mut app, KeyCode::Char('G'));
+    assert_eq!(app.ui.log_back, 0);
+    // Search jumps back to the newest match, again to the one before.
+    press(&mut app, KeyCode::Char('/'));
+    for c in "line 4".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    press(&mut app, KeyCode::Enter);
+    let shown_bottom = app.view.log.lines.len() - app.ui.log_back - 1;
+    assert_eq!(app.view.log.lines[shown_bottom].text, "line 49");
+    press(&mut app, KeyCode::Char('/'));
+    press(&mut app, KeyCode::Enter);
+    let shown_bottom = app.view.log.lines.len() - app.ui.log_back - 1;
+    assert_eq!(app.view.log.lines[shown_bottom].text, "line 48");
+}
+
+#[test]
+fn the_grid_scrolls_to_keep_the_selection_in_view() {
+    let (mut app, _rx) = live(crash_story().view());
+    app.ui.track_running = false;
+    app.update(Action::Resize(80, 20));
+    press(&mut app, KeyCode::Char('G'));
+    let t = render(&mut app, 80, 20);
+    let text = screen(&t);
+    assert!(text.contains("tp4-ddtree-b4"), "{text}");
+    for _ in 0..10 {
+        press(&mut app, KeyCode::Right);
+    }
+    let t = render(&mut app, 80, 20);
+    let text = screen(&t);
+    assert!(text.contains("32760 c1"), "{text}");
+    assert!(text.contains("columns"), "{text}");
+}
+
+#[test]
+fn theme_and_value_keys_cycle() {
+    let (mut app, _rx) = live(crash_story().view());
+    let first = app.theme().name.clone();
+    press(&mut app, KeyCode::Char('t'));
+    assert_ne!(app.theme().name, first);
+    press(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('v'));
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    assert!(text.contains("speedup vs the phase baseline"), "{text}");
+    assert!(text.contains("1.00x"), "{text}");
+    assert!(text.contains("1.90x"), "{text}");
+}
+
+#[test]
+fn log_lines_and_gpu_samples_wait_for_the_tick() {
+    use super::app::Redraw;
+    let (mut app, _rx) = live(running_story().view());
+    app.update(Action::Resize(120, 40));
+    let line = Action::Event(Event::Log {
+        config: "tp1-dflash".into(),
+        line: "a brand new line".into(),
+        mark: LogMark::Plain,
+    });
+    assert_eq!(app.update(line), Redraw::No);
+    assert_eq!(
+        app.update(Action::Event(gpu_event(8, &[0], 99))),
+        Redraw::No
+    );
+    let t = draw_as_is(&app, 120, 40);
+    assert!(!screen(&t).contains("a brand new line"));
+    // A finished cell is drawn at once (the log pane stays as it was).
+    let cells = running_story().cells("tp1-dflash");
+    let mut s = Story::new();
+    s.t = 200;
+    s.finish(&cells[2], Status::Ok, Some(metrics(99.0, 50.0, None)), None);
+    let ev = s.events.pop().unwrap();
+    assert_eq!(app.update(Action::Event(ev)), Redraw::Now);
+    assert!(!screen(&draw_as_is(&app, 120, 40)).contains("a brand new line"));
+    // The tick brings the log pane up to date.
+    assert_eq!(app.update(Action::Tick(app.now_ms + 1000)), Redraw::Soon);
+    assert!(screen(&draw_as_is(&app, 120, 40)).contains("a brand new line"));
+}

@@ -1,0 +1,178 @@
+//! Run a program on a pseudo-terminal (libc `openpty`) and watch its screen
+//! through a terminal emulator (`vt100`): for the dashboard's end-to-end test
+//! and its bytes-per-second benchmark.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the program wrote, as it arrived.
+#[derive(Default)]
+pub struct Output {
+    /// Every byte, in order.
+    pub bytes: Vec<u8>,
+    /// (time since start, bytes in that read).
+    pub reads: Vec<(Duration, usize)>,
+    pub screen: Option<vt100::Parser>,
+    pub closed: bool,
+}
+
+pub struct Pty {
+    pub child: Child,
+    master: File,
+    pub out: Arc<Mutex<Output>>,
+    pub started: Instant,
+}
+
+impl Pty {
+    /// Start `cmd` with a `cols` × `rows` pseudo-terminal as its controlling
+    /// terminal and standard streams.
+    pub fn spawn(mut cmd: Command, cols: u16, rows: u16) -> Pty {
+        let mut master = -1;
+        let mut slave = -1;
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: openpty writes two descriptors into the given ints; the name
+        // and termios pointers may be null; `ws` outlives the call.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                &ws,
+            )
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: openpty returned two fresh descriptors that we now own.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let io = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup pty"));
+        cmd.stdin(io(&slave)).stdout(io(&slave)).stderr(io(&slave));
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn on the pty");
+        drop(slave);
+        let master = File::from(master);
+        let mut reader = master.try_clone().expect("dup master");
+        let out = Arc::new(Mutex::new(Output {
+            screen: Some(vt100::Parser::new(
+                std::num::NonZeroU16::new(rows.max(1)).expect("rows"),
+                std::num::NonZeroU16::new(cols.max(1)).expect("cols"),
+                0,
+            )),
+            ..Output::default()
+        }));
+        let started = Instant::now();
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let mut o = sink.lock().unwrap();
+                        o.bytes.extend_from_slice(&buf[..n]);
+                        o.reads.push((started.elapsed(), n));
+                        if let Some(p) = o.screen.as_mut() {
+                            p.process(&buf[..n]);
+                        }
+                    }
+                }
+            }
+            sink.lock().unwrap().closed = true;
+        });
+        Pty {
+            child,
+            master,
+            out,
+            started,
+        }
+    }
+
+    /// The screen as text, one line per row.
+    pub fn screen(&self) -> String {
+        let o = self.out.lock().unwrap();
+        o.screen
+            .as_ref()
+            .map(|p| p.screen().contents())
+            .unwrap_or_default()
+    }
+
+    /// Type keys.
+    pub fn send(&mut self, keys: &str) {
+        self.master
+            .write_all(keys.as_bytes())
+            .expect("write to the pty");
+        self.master.flush().ok();
+    }
+
+    /// Wait until the screen shows `text`; panics with the screen past `limit`.
+    pub fn wait_for(&mut self, text: &str, limit: Duration) {
+        self.wait_until(limit, text, |s| s.contains(text));
+    }
+
+    pub fn wait_until(&mut self, limit: Duration, what: &str, cond: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let screen = self.screen();
+            if cond(&screen) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("exited ({status}) while waiting for {what}\n{screen}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Wait for the program to exit.
+    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "did not exit within {limit:?}; the screen:\n{}",
+                    self.screen()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
