@@ -156,7 +156,14 @@ pub fn run(args: RunArgs) -> Result<i32> {
         );
         let mut dashboard = None;
         if let Some(setup) = setup {
-            match crate::tui::Dashboard::start(seed, run_path.clone(), &bus, tx.clone(), setup) {
+            match crate::tui::Dashboard::start(
+                seed,
+                run_path.clone(),
+                &bus,
+                tx.clone(),
+                setup,
+                false,
+            ) {
                 Ok(d) => dashboard = Some(d),
                 Err(e) => eprintln!("(no dashboard: {e}; showing line progress)"),
             }

@@ -82,6 +82,8 @@ enum Cmd {
         /// Send one command (pause, resume, skip-config, skip-cell, quit) and exit.
         #[arg(long, value_name = "COMMAND")]
         send: Option<String>,
+        #[command(flatten)]
+        view: sweeptop::tui::ViewArgs,
     },
     /// Validate a plan and print its expanded matrix.
     Check {
@@ -154,12 +156,16 @@ fn main() -> color_eyre::Result<()> {
             dir,
             headless,
             send,
+            view,
         } => {
             let dir = commands::attach_target(dir.as_deref())?;
             let send = send.map(|s| commands::parse_command(&s)).transpose()?;
-            // The dashboard attaches once it exists; until then, line progress.
-            let _ = headless;
-            commands::attach_lines(&dir, send)?
+            use std::io::IsTerminal;
+            if send.is_some() || headless || !std::io::stdout().is_terminal() {
+                commands::attach_lines(&dir, send)?
+            } else {
+                sweeptop::tui::attach(&dir, &view).map_err(|e| color_eyre::eyre::eyre!(e))?
+            }
         }
         Cmd::Gpus { json, watch, gpu } => commands::gpus(&gpu, json, watch)?,
         Cmd::Check { plan, json } => commands::check(&plan, json)?,

@@ -375,12 +375,32 @@ impl Connection {
         })
     }
 
-    pub async fn send(&mut self, command: Command) -> io::Result<()> {
-        let mut s =
-            serde_json::to_string(&ClientMsg::Command { command }).map_err(io::Error::other)?;
-        s.push('\n');
-        self.commands.write_all(s.as_bytes()).await
+    /// The two halves, to read and send from different places.
+    pub fn split(self) -> (mpsc::Receiver<ServerMsg>, CommandWriter) {
+        (self.messages, CommandWriter(self.commands))
     }
+
+    pub async fn send(&mut self, command: Command) -> io::Result<()> {
+        send_command(&mut self.commands, command).await
+    }
+}
+
+/// The sending half of a [`Connection`].
+pub struct CommandWriter(tokio::net::unix::OwnedWriteHalf);
+
+impl CommandWriter {
+    pub async fn send(&mut self, command: Command) -> io::Result<()> {
+        send_command(&mut self.0, command).await
+    }
+}
+
+async fn send_command(
+    w: &mut tokio::net::unix::OwnedWriteHalf,
+    command: Command,
+) -> io::Result<()> {
+    let mut s = serde_json::to_string(&ClientMsg::Command { command }).map_err(io::Error::other)?;
+    s.push('\n');
+    w.write_all(s.as_bytes()).await
 }
 
 /// Whether a sweep answers on this run directory's socket.

@@ -54,7 +54,14 @@ pub enum Redraw {
 
 /// Live (commands go to the engine) or a recorded run (read-only).
 pub enum Mode {
-    Live { commands: mpsc::Sender<Request> },
+    Live {
+        commands: mpsc::Sender<Request>,
+    },
+    /// Watching a sweep that runs in another process (`sweeptop attach`):
+    /// commands go over its control socket, and leaving does not stop it.
+    Attached {
+        commands: mpsc::Sender<Request>,
+    },
     ReadOnly,
 }
 
@@ -222,6 +229,11 @@ impl App {
         matches!(self.mode, Mode::ReadOnly)
     }
 
+    /// Whether this view watches a sweep running in another process.
+    pub fn attached(&self) -> bool {
+        matches!(self.mode, Mode::Attached { .. })
+    }
+
     /// Whether the sweep can still take commands.
     fn sweep_live(&self) -> bool {
         !self.read_only()
@@ -239,6 +251,9 @@ impl App {
         match &self.ui.overlay {
             Overlay::ConfirmQuit => match ev.code {
                 KeyCode::Char('y' | 'Y') | KeyCode::Enter => Some(Action::Confirm),
+                _ if self.attached() && bound == Some(Key::Detach) => {
+                    Some(Action::Key(Key::Detach))
+                }
                 KeyCode::Char('n' | 'N') | KeyCode::Esc => Some(Action::Cancel),
                 _ if bound == Some(Key::Quit) => Some(Action::Confirm),
                 _ => None,
@@ -560,6 +575,18 @@ impl App {
                 self.ui.overlay = Overlay::None;
                 Redraw::Now
             }
+            Key::Detach => {
+                if self.attached() {
+                    self.ui.overlay = Overlay::None;
+                    self.exit = true;
+                } else {
+                    self.flash(
+                        Level::Info,
+                        "detach applies to `sweeptop attach`; this view runs the sweep".into(),
+                    );
+                }
+                Redraw::Now
+            }
         }
     }
 
@@ -579,7 +606,7 @@ impl App {
 
     /// Send a command to the engine; says whether it went.
     fn send(&mut self, command: Command) -> bool {
-        let Mode::Live { commands } = &self.mode else {
+        let (Mode::Live { commands } | Mode::Attached { commands }) = &self.mode else {
             return false;
         };
         let sent = commands

@@ -33,6 +33,8 @@ pub enum Key {
     Theme,
     Value,
     Close,
+    /// Leave an attached view; the sweep keeps running.
+    Detach,
 }
 
 /// One row of the table: the action, its name in `keys.toml`, what the help says,
@@ -178,6 +180,13 @@ pub const BINDINGS: &[Binding] = &[
         name: "search",
         help: "search the log (Enter: next older match, Esc: stop)",
         defaults: &["/"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Detach,
+        name: "detach",
+        help: "detach from an attached sweep (it keeps running)",
+        defaults: &["d"],
         hint: None,
     },
     Binding {

@@ -187,6 +187,7 @@ impl Dashboard {
         bus: &Bus,
         commands: mpsc::Sender<Request>,
         setup: Setup,
+        attached: bool,
     ) -> std::io::Result<Dashboard> {
         let guard = terminal::Guard::enter()?;
         let (tx, rx) = sync_channel::<Input>(INPUT_QUEUE);
@@ -203,7 +204,11 @@ impl Dashboard {
             .spawn(move || {
                 let mut app = App::new(
                     view,
-                    Mode::Live { commands },
+                    if attached {
+                        Mode::Attached { commands }
+                    } else {
+                        Mode::Live { commands }
+                    },
                     run_dir.clone(),
                     setup.keymap,
                     setup.theme,
@@ -330,4 +335,72 @@ async fn watch_hangup(tx: SyncSender<Input>) {
         terminal::note_hangup();
         let _ = tx.try_send(Input::Hangup);
     }
+}
+
+/// `sweeptop attach DIR`: the dashboard on a sweep running in another process,
+/// fed by its control socket; keys act on that sweep. `d` leaves it running.
+pub fn attach(dir: &Path, args: &ViewArgs) -> Result<i32, String> {
+    let setup = args.setup(true)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let conn = crate::control::Connection::connect(dir)
+            .await
+            .map_err(|e| format!("no sweep answers in {} ({e}); see `sweeptop ls`", dir.display()))?;
+        let (mut messages, mut writer) = conn.split();
+        // The view starts from the plan; the sweep replays its history to us.
+        let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
+        let mut view = ViewState::new(plan);
+        view.run_dir = dir.display().to_string();
+        let bus = Bus::new();
+        let (tx, mut commands) = mpsc::channel::<Request>(64);
+        let mut dashboard = Dashboard::start(view, dir.to_path_buf(), &bus, tx, setup, true)
+            .map_err(|e| format!("cannot open the dashboard: {e}"))?;
+        let mut refused = None;
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                msg = messages.recv() => match msg {
+                    Some(crate::control::ServerMsg::Event { event }) => {
+                        let channel = if matches!(event, Event::Log { .. }) { &bus.logs } else { &bus.events };
+                        let _ = channel.send(event);
+                    }
+                    Some(crate::control::ServerMsg::Refused { reason }) => {
+                        refused = Some(reason);
+                        break;
+                    }
+                    Some(_) => {}
+                    // The sweep ended (or died): the view shows how it ended.
+                    None => break,
+                },
+                req = commands.recv() => {
+                    if let Some(req) = req {
+                        if writer.send(req.command).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                _ = tick.tick() => {
+                    if dashboard.is_finished() {
+                        break;
+                    }
+                }
+            }
+        }
+        // Commands typed just before leaving (a quit) still go out.
+        while let Ok(req) = commands.try_recv() {
+            let _ = writer.send(req.command).await;
+        }
+        dashboard.engine_done();
+        tokio::task::spawn_blocking(move || dashboard.join())
+            .await
+            .map_err(|e| e.to_string())?;
+        match refused {
+            Some(r) => Err(r),
+            None => Ok(0),
+        }
+    })
 }

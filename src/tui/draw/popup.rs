@@ -152,6 +152,39 @@ pub fn help(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
 pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme();
     let dir = app.run_dir.display().to_string();
+    if app.attached() {
+        let lines = vec![
+            Line::raw(""),
+            Line::styled(" Stop the sweep, or only detach?", t.title),
+            Line::raw(""),
+            Line::styled(" Stopping abandons the running cell and stops the", t.popup),
+            Line::styled(" server's process group; it can be resumed later.", t.popup),
+            Line::styled(
+                " Detaching leaves it running; attach again any time.",
+                t.popup,
+            ),
+            Line::raw(""),
+            Line::from(vec![
+                Span::styled(" y ", t.hint_key),
+                Span::styled(" stop    ", t.popup),
+                Span::styled(" d ", t.hint_key),
+                Span::styled(" detach    ", t.popup),
+                Span::styled(" n ", t.hint_key),
+                Span::styled(" / ", t.popup),
+                Span::styled(" Esc ", t.hint_key),
+                Span::styled(" cancel", t.popup),
+            ]),
+        ];
+        show(
+            frame,
+            app,
+            centered(area, 58, 10),
+            " Quit ".into(),
+            lines,
+            0,
+        );
+        return;
+    }
     let lines = vec![
         Line::raw(""),
         Line::styled(" Quit the sweep?", t.title),
