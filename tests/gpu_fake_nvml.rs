@@ -436,3 +436,86 @@ fn gpus_command_reads_the_fake_library() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("NVML not found"));
 }
+
+/// Preflight through NVML: a foreign process holding memory on a config's GPU
+/// fails that config before launch (with the process named); a config on a
+/// free GPU runs, and its cells carry the GPU figures NVML reported.
+#[test]
+fn foreign_gpu_memory_fails_preflight_and_gpu_figures_reach_results() {
+    let dir = std::env::temp_dir().join(format!("sweeptop-gpu-preflight-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("p.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "gpu-preflight"
+config_id = "gpu{gpu}"
+[server]
+command = "{sweeptop} sim-server --port {port} --startup-ms 50 --max-speed"
+port = "auto"
+env = { CUDA_VISIBLE_DEVICES = "{gpu}" }
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [32]
+concurrency = [1]
+requests = 2
+max_tokens = 8
+[[phases]]
+id = "p"
+  [phases.matrix]
+  gpu = [0, 1]
+"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sweeptop"))
+        .args([
+            "run",
+            "--headless",
+            "--gpu-interval-ms",
+            "250",
+            "--nvml-lib",
+        ])
+        .arg(fake_lib())
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.join("run"))
+        .env("FAKE_NVML_GPUS", "2")
+        .env("FAKE_NVML_UTIL", "64")
+        .env("FAKE_NVML_MEM_USED_MIB", "5000")
+        .env("FAKE_NVML_PROCS", "0:1:4096")
+        .env_remove("FAKE_NVML_NOT_SUPPORTED")
+        .env_remove("FAKE_NVML_INIT_ERROR")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.join("run/results.jsonl")).unwrap();
+    let results: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let gpu0 = results.iter().find(|r| r["config"] == "gpu0").unwrap();
+    assert_eq!(gpu0["status"], "failed", "{gpu0}");
+    assert_eq!(gpu0["failure"]["source"], "preflight");
+    let msg = gpu0["failure"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("GPU 0: pid 1") && msg.contains("4096 MiB"),
+        "{msg}"
+    );
+    let gpu1 = results.iter().find(|r| r["config"] == "gpu1").unwrap();
+    assert_eq!(gpu1["status"], "ok", "{gpu1}");
+    assert_eq!(gpu1["metrics"]["gpu_mem_peak_mib"], 5000, "{gpu1}");
+    assert_eq!(
+        gpu1["metrics"]["gpu_util_mean"].as_f64(),
+        Some(64.0),
+        "{gpu1}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

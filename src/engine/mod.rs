@@ -646,14 +646,20 @@ impl Engine {
                         )
                     })
                     .collect();
-                self.notice(
-                    Level::Warn,
-                    format!(
-                        "{}: other processes hold GPU memory before launch: {}",
-                        config.id,
-                        list.join("; ")
-                    ),
+                let message = format!(
+                    "other processes hold memory on the config's GPUs: {}",
+                    list.join("; ")
                 );
+                match self.plan.limits.foreign_gpu {
+                    crate::plan::ForeignGpu::Fail => {
+                        return Err(preflight(format!(
+                            "{message} (set limits.foreign_gpu = \"warn\" to launch anyway)"
+                        )))
+                    }
+                    crate::plan::ForeignGpu::Warn => {
+                        self.notice(Level::Warn, format!("{}: {message}", config.id))
+                    }
+                }
             }
         }
         let port = match config.port {

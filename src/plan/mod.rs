@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use toml::Spanned;
 
-pub use schema::{Api, Overflow, ShortRequests};
+pub use schema::{Api, ForeignGpu, Overflow, ShortRequests};
 use schema::{Axes, RawPlan};
 
 use crate::detect::FailureKind;
@@ -56,6 +56,7 @@ pub struct Limits {
     pub cell_timeout_s: f64,
     pub max_error_rate: f64,
     pub short_requests: ShortRequests,
+    pub foreign_gpu: ForeignGpu,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -408,6 +409,7 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
         cell_timeout_s: positive(l.cell_timeout_s, 3600.0, "cell_timeout_s")?,
         max_error_rate,
         short_requests: l.short_requests,
+        foreign_gpu: l.foreign_gpu,
     })
 }
 

@@ -137,6 +137,18 @@ pub struct RawLimits {
     /// "fail" the cell (vLLM silently lowers max_tokens near the context limit).
     #[serde(default)]
     pub short_requests: ShortRequests,
+    /// Other processes holding memory on a config's GPUs before launch: "fail"
+    /// the config (default) or "warn" and launch anyway.
+    #[serde(default)]
+    pub foreign_gpu: ForeignGpu,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForeignGpu {
+    #[default]
+    Fail,
+    Warn,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
