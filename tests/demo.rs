@@ -89,6 +89,17 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
         .collect();
     assert!(!overflow.is_empty());
     assert!(overflow.iter().any(|r| r["failure"]["source"] == "http"));
+    // Prompts hit their targets exactly against the server's tokenizer.
+    for (cell, want) in [
+        ("tp1-baseline/code-ctx1024-c1", 1024.0),
+        ("tp4-dflash/code-ctx8192-c4", 8192.0),
+    ] {
+        assert_eq!(
+            cells[cell][0]["metrics"]["prompt_tokens_mean"].as_f64(),
+            Some(want),
+            "{cell}"
+        );
+    }
     // The near-limit code cell is clamped: max_tokens 48 + margin 16 under 32768.
     let clamped = &cells["tp1-baseline/code-ctx32768-c1"][0];
     assert_eq!(clamped["status"], "ok", "{clamped}");

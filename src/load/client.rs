@@ -401,3 +401,82 @@ pub fn truncate(s: &str, max: usize) -> String {
     }
     format!("{}…", &s[..end])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(events: &[&str]) -> (RequestRecord, bool, Option<RequestError>) {
+        let progress = Progress::new();
+        let mut rec = RequestRecord::default();
+        let mut done = false;
+        let mut err = None;
+        for (i, e) in events.iter().enumerate() {
+            if err.is_none() && !done {
+                handle_event(
+                    e.as_bytes(),
+                    (i as u64 + 1) * 1000,
+                    &mut rec,
+                    &mut done,
+                    &mut err,
+                    &progress,
+                );
+            }
+        }
+        (rec, done, err)
+    }
+
+    #[test]
+    fn role_only_first_chunk_is_not_a_token() {
+        let (rec, done, err) = feed(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":" def"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":" fib(n):"},"finish_reason":"length"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#,
+            "[DONE]",
+        ]);
+        assert!(done && err.is_none());
+        assert_eq!(
+            rec.chunks,
+            vec![(2000, 4), (3000, 8)],
+            "the role-only chunk at 1000 is skipped"
+        );
+        assert_eq!(rec.first_token_ns(), Some(2000));
+        assert_eq!(
+            (rec.prompt_tokens, rec.completion_tokens),
+            (Some(12), Some(3))
+        );
+        assert_eq!(rec.finish_reason.as_deref(), Some("length"));
+    }
+
+    #[test]
+    fn escaped_text_and_completions_shape() {
+        let (rec, done, _) = feed(&[r#"{"choices":[{"text":"a\n\"b\""}]}"#, "[DONE]"]);
+        assert!(done);
+        assert_eq!(rec.chunks, vec![(1000, 5)]);
+    }
+
+    #[test]
+    fn an_error_inside_a_200_stream_ends_the_request() {
+        let (rec, done, err) = feed(&[
+            r#"{"choices":[{"text":" x"}]}"#,
+            r#"{"error":{"message":"EngineCore encountered an issue.","type":"BadRequestError","code":400}}"#,
+            r#"{"choices":[{"text":" never"}]}"#,
+        ]);
+        assert!(!done);
+        assert_eq!(rec.chunks.len(), 1);
+        match err {
+            Some(RequestError::InStream { body }) => assert!(body.contains("EngineCore")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_data_is_a_precise_error() {
+        let (_, _, err) = feed(&["{not json"]);
+        assert!(
+            matches!(err, Some(RequestError::Malformed { .. })),
+            "{err:?}"
+        );
+    }
+}

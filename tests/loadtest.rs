@@ -1,0 +1,71 @@
+//! `sweeptop loadtest` against a running simulated server with exact pacing.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn loadtest_measures_a_fixed_pace_server() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tag = format!("loadtest-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
+    let mut server = sweeptop(&tag)
+        .args([
+            "sim-server",
+            "--port",
+            &port.to_string(),
+            "--ttft-ms",
+            "200",
+            "--itl-ms",
+            "10",
+            "--startup-ms",
+            "10",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(20), "the server to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "loadtest",
+        &format!("http://127.0.0.1:{port}"),
+        "--concurrency",
+        "64",
+        "--requests",
+        "256",
+        "--max-tokens",
+        "128",
+        "--json",
+    ]);
+    let out = run_with_deadline(cmd, Duration::from_secs(120));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(m["requests"], 256);
+    assert_eq!(m["failed_requests"], 0);
+    assert_eq!(m["output_tokens"], 32768);
+    assert_eq!(m["tokens_estimated"], false);
+    // The prompt reached its target exactly, as the server counts tokens.
+    assert_eq!(m["prompt_tokens_measured"], 256);
+    assert_eq!(m["prompt_tokens_mean"].as_f64(), Some(256.0));
+    // Loose bounds (a busy machine); the README has the precise figures.
+    let ttft = m["ttft_ms_p50"].as_f64().unwrap();
+    let itl = m["itl_ms_p50"].as_f64().unwrap();
+    assert!((199.0..215.0).contains(&ttft), "TTFT p50 {ttft}");
+    assert!((9.8..10.5).contains(&itl), "ITL p50 {itl}");
+}
