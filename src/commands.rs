@@ -421,6 +421,9 @@ pub struct LoadtestArgs {
     pub prompt_tokens: u64,
     #[arg(long, default_value_t = 0)]
     pub warmup: u32,
+    /// A tokenizer.json to measure the prompt with if the server has no /tokenize.
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
     /// Use /v1/chat/completions instead of /v1/completions.
     #[arg(long)]
     pub chat: bool,
@@ -456,23 +459,12 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
             model,
         };
         let instruction = load::prompt::builtin("code").unwrap_or_default();
-        let (t, c) = (target.clone(), probe.clone());
-        let fitted = load::prompt::fit(instruction, args.prompt_tokens, move |text| {
-            let (t, c) = (t.clone(), c.clone());
-            async move { load::tokenize(&c, &t, &text).await }
-        })
-        .await;
-        let (body, measured) = match fitted {
-            Ok(v) => v,
-            Err(e) => {
-                eprintln!("warning: {e}; prompt length estimated at ~4 characters per token");
-                load::prompt::fit(instruction, args.prompt_tokens, |t| async move {
-                    Ok((t.len() / 4) as u64)
-                })
-                .await
-                .unwrap_or_default()
-            }
-        };
+        let (measure, notice) =
+            load::tokenizer::Measure::choose(&probe, &target, args.tokenizer.as_deref()).await;
+        if let Some(n) = notice {
+            eprintln!("warning: {n}");
+        }
+        let (body, measured) = measure.fit(instruction, args.prompt_tokens).await;
         let cell = CellLoad {
             arrival: match args.rate {
                 Some(rate) => Arrival::Poisson { rate, capped: true },

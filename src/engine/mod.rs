@@ -160,6 +160,8 @@ struct Live {
     target: Target,
     context_limit: Option<u64>,
     prompts: std::collections::HashMap<(String, u64), Prompts>,
+    /// How this server's prompts are measured (chosen at its first cell).
+    measure: Option<load::tokenizer::Measure>,
 }
 
 impl Engine {
@@ -784,6 +786,7 @@ impl Engine {
             },
             context_limit,
             prompts: Default::default(),
+            measure: None,
         }))
     }
 
@@ -998,38 +1001,24 @@ impl Engine {
             evidence: Vec::new(),
             context: None,
         })?;
-        let client = load::http_client(1);
+        if live.measure.is_none() {
+            let client = load::http_client(1);
+            let local = config_tokenizer(&plan, &cell.config);
+            let (m, notice) =
+                load::tokenizer::Measure::choose(&client, &live.target, local.as_deref()).await;
+            if let Some(n) = notice {
+                self.notice(Level::Warn, format!("{}: {n}", cell.config));
+            }
+            live.measure = Some(m);
+        }
+        let measure = live
+            .measure
+            .clone()
+            .unwrap_or(load::tokenizer::Measure::Estimate);
         let mut bodies = Vec::new();
         let mut measured = 0;
-        let mut tokenizer_ok = true;
         for src in sources.iter().take(64) {
-            let fitted = if tokenizer_ok {
-                let t = live.target.clone();
-                let c = client.clone();
-                load::prompt::fit(src, target, move |text| {
-                    let (t, c) = (t.clone(), c.clone());
-                    async move { load::tokenize(&c, &t, &text).await }
-                })
-                .await
-            } else {
-                Err(String::new())
-            };
-            let (text, n) = match fitted {
-                Ok(v) => v,
-                Err(e) => {
-                    if tokenizer_ok && !e.is_empty() {
-                        self.notice(Level::Warn, format!("{}: no server tokenizer ({e}); prompt lengths are estimated (~4 characters per token)", cell.config));
-                    }
-                    tokenizer_ok = false;
-                    load::prompt::fit(
-                        src,
-                        target,
-                        |text| async move { Ok((text.len() / 4) as u64) },
-                    )
-                    .await
-                    .unwrap_or_default()
-                }
-            };
+            let (text, n) = measure.fit(src, target).await;
             measured = measured.max(n);
             bodies.push(text);
         }
@@ -1230,6 +1219,13 @@ impl Engine {
             }
         }
     }
+}
+
+/// The local tokenizer a config's plan names, if any.
+fn config_tokenizer(plan: &Plan, config: &str) -> Option<PathBuf> {
+    plan.config(config)
+        .and_then(|c| c.tokenizer.as_ref())
+        .map(PathBuf::from)
 }
 
 fn unknown_death() -> Failure {

@@ -7,6 +7,7 @@ pub mod metrics;
 pub mod prompt;
 pub mod spec;
 pub mod sse;
+pub mod tokenizer;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

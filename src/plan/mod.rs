@@ -107,6 +107,8 @@ pub struct Config {
     pub api: Api,
     pub model: Option<String>,
     pub retries: u32,
+    /// A local tokenizer.json for measuring prompts (when the server has no /tokenize).
+    pub tokenizer: Option<String>,
     pub baseline: bool,
     /// GPUs the config uses, from `CUDA_VISIBLE_DEVICES` in its environment.
     pub gpus: Option<Vec<u32>>,
@@ -714,6 +716,11 @@ fn build_config(
     for r in &raw.server.requires {
         requires.push(resolve(r.get_ref(), r.span())?);
     }
+    // An empty value (a variable set to "") means none.
+    let tokenizer = match &raw.server.tokenizer {
+        Some(t) => Some(resolve(t.get_ref(), t.span())?).filter(|p| !p.is_empty()),
+        None => None,
+    };
     let gpus = env
         .get("CUDA_VISIBLE_DEVICES")
         .and_then(|v| crate::gpu::parse_visible_devices(v));
@@ -737,6 +744,7 @@ fn build_config(
         api: raw.server.api,
         model: raw.server.model.clone(),
         retries: raw.server.retries,
+        tokenizer,
         baseline: false,
         gpus,
     })

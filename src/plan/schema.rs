@@ -64,6 +64,10 @@ pub struct RawServer {
     /// The `model` field of requests; default: the first model the server lists.
     #[serde(default)]
     pub model: Option<String>,
+    /// A local `tokenizer.json` to measure prompts with when the server has no
+    /// `/tokenize` endpoint (template).
+    #[serde(default)]
+    pub tokenizer: Option<Spanned<String>>,
     /// Times a config whose server crashed is relaunched before its cells are marked.
     #[serde(default)]
     pub retries: u32,

@@ -46,6 +46,9 @@ pub struct SimArgs {
     /// startup-hang, hang@TOKENS, flood:MBPS.
     #[arg(long = "fault", value_name = "SPEC")]
     pub faults: Vec<Fault>,
+    /// Answer 404 on /tokenize, like servers without a tokenizer endpoint.
+    #[arg(long)]
+    pub no_tokenize: bool,
     /// Seed of the deterministic spread of speculative accept lengths.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

@@ -149,6 +149,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let allowed = match path.as_str() {
         "/health" | "/v1/models" | "/metrics" | "/version" => HttpMethod::GET,
         "/get_model_info" | "/get_server_info" | "/health_generate" if sglang => HttpMethod::GET,
+        "/tokenize" if shared.args.no_tokenize => return detail(StatusCode::NOT_FOUND),
         "/v1/completions" | "/v1/chat/completions" | "/tokenize" => HttpMethod::POST,
         _ => return detail(StatusCode::NOT_FOUND),
     };

@@ -1,0 +1,118 @@
+//! Measuring prompts: the server's own tokenizer (`POST /tokenize`) when it has
+//! one, else a local `tokenizer.json` the plan names, else an estimate.
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// A local Hugging Face tokenizer.
+#[derive(Clone)]
+pub struct LocalTokenizer(Arc<tokenizers::Tokenizer>);
+
+impl LocalTokenizer {
+    pub fn load(path: &Path) -> Result<LocalTokenizer, String> {
+        tokenizers::Tokenizer::from_file(path)
+            .map(|t| LocalTokenizer(Arc::new(t)))
+            .map_err(|e| format!("tokenizer {}: {e}", path.display()))
+    }
+
+    /// Tokens of a prompt as the server will see it (special tokens included).
+    pub fn count(&self, text: &str) -> Result<u64, String> {
+        self.0
+            .encode(text, true)
+            .map(|e| e.len() as u64)
+            .map_err(|e| format!("tokenizer: {e}"))
+    }
+}
+
+/// How prompts are measured for one server.
+#[derive(Clone)]
+pub enum Measure {
+    Server {
+        client: reqwest::Client,
+        target: super::Target,
+    },
+    Local(LocalTokenizer),
+    /// About four characters per token; the result line's `prompt_tokens_mean`
+    /// (from `usage`) still says what was really sent.
+    Estimate,
+}
+
+impl Measure {
+    /// The server's `/tokenize` if it answers, else the local tokenizer, else an
+    /// estimate; with a notice when it is not the server's own.
+    pub async fn choose(
+        client: &reqwest::Client,
+        target: &super::Target,
+        local: Option<&Path>,
+    ) -> (Measure, Option<String>) {
+        let server = Measure::Server {
+            client: client.clone(),
+            target: target.clone(),
+        };
+        let why = match server.count("Hello").await {
+            Ok(_) => return (server, None),
+            Err(e) => e,
+        };
+        match local.map(LocalTokenizer::load) {
+            Some(Ok(t)) => (Measure::Local(t), Some(format!("no server tokenizer ({why}); measuring prompts with the plan's tokenizer"))),
+            Some(Err(e)) => (Measure::Estimate, Some(format!("no server tokenizer ({why}) and {e}; prompt lengths are estimated (~4 characters per token)"))),
+            None => (Measure::Estimate, Some(format!("no server tokenizer ({why}); prompt lengths are estimated (~4 characters per token); name a tokenizer.json with server.tokenizer"))),
+        }
+    }
+
+    pub async fn count(&self, text: &str) -> Result<u64, String> {
+        match self {
+            Measure::Server { client, target } => super::tokenize(client, target, text).await,
+            Measure::Local(t) => t.count(text),
+            Measure::Estimate => Ok((text.len() / 4) as u64),
+        }
+    }
+
+    /// Fit an instruction to `target` tokens; on a measuring error mid-way,
+    /// fall back to the estimate rather than fail the cell.
+    pub async fn fit(&self, instruction: &str, target: u64) -> (String, u64) {
+        let fitted = super::prompt::fit(instruction, target, |text| {
+            let m = self.clone();
+            async move { m.count(&text).await }
+        })
+        .await;
+        match fitted {
+            Ok(v) => v,
+            Err(_) => super::prompt::fit(instruction, target, |text| async move {
+                Ok((text.len() / 4) as u64)
+            })
+            .await
+            .unwrap_or_default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A word-level tokenizer written by hand: every word or punctuation run is
+    /// one token (unknown words map to [UNK], which still counts).
+    pub const WORDS_JSON: &str = r#"{
+      "version": "1.0",
+      "truncation": null, "padding": null, "added_tokens": [],
+      "normalizer": null,
+      "pre_tokenizer": {"type": "Whitespace"},
+      "post_processor": null, "decoder": null,
+      "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "the": 1}, "unk_token": "[UNK]"}
+    }"#;
+
+    #[test]
+    fn counts_with_a_tokenizer_json() {
+        let dir = std::env::temp_dir().join(format!("sweeptop-tok-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("tokenizer.json");
+        std::fs::write(&p, WORDS_JSON).unwrap();
+        let t = LocalTokenizer::load(&p).unwrap();
+        assert_eq!(t.count("the cat sat.").unwrap(), 4);
+        std::fs::write(&p, "{ not a tokenizer").unwrap();
+        let err = LocalTokenizer::load(&p).err().unwrap();
+        assert!(err.contains("tokenizer.json"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
