@@ -66,3 +66,49 @@ id = "p"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn binary_garbage_and_giant_lines_on_stdout_are_kept_and_harmless() {
+    let dir = scratch("garbage");
+    let plan = dir.join("garbage.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "garbage"
+[server]
+# A shell prints 256 KiB of random bytes and a 1 MiB line without a newline
+# break before the server starts.
+shell = true
+command = "head -c 262144 /dev/urandom; head -c 1048576 /dev/zero | tr '\\0' x; echo; exec {sweeptop} sim-server --port {port} --startup-ms 50 --max-speed"
+port = "auto"
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 2
+max_tokens = 8
+[[phases]]
+id = "p"
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("run");
+    let mut cmd = sweeptop("garbage");
+    cmd.arg("run")
+        .arg(&plan)
+        .args(["--headless", "--no-gpu", "--out"])
+        .arg(&out_dir);
+    let out = run_with_deadline(cmd, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = &results(&out_dir)[0];
+    assert_eq!(r["status"], "ok", "{r}");
+    let log = std::fs::metadata(out_dir.join("logs/p.log")).unwrap().len();
+    assert!(log >= 262_144 + 1_048_576, "the log kept {log} bytes");
+    let _ = std::fs::remove_dir_all(&dir);
+}

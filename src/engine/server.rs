@@ -255,16 +255,17 @@ async fn read_lines<R: AsyncRead + Unpin>(pipe: R, ctx: ReaderCtx) {
             if buf.is_empty() {
                 break;
             }
+            // A line longer than MAX_LINE is split into several, never cut.
+            let room = MAX_LINE.saturating_sub(line.len());
             match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    let room = MAX_LINE.saturating_sub(line.len());
-                    line.extend_from_slice(&buf[..i.min(room)]);
+                Some(i) if i <= room => {
+                    line.extend_from_slice(&buf[..i]);
                     (true, i + 1)
                 }
-                None => {
-                    let room = MAX_LINE.saturating_sub(line.len());
-                    line.extend_from_slice(&buf[..buf.len().min(room)]);
-                    (line.len() >= MAX_LINE, buf.len())
+                _ => {
+                    let take = buf.len().min(room);
+                    line.extend_from_slice(&buf[..take]);
+                    (line.len() >= MAX_LINE, take)
                 }
             }
         };
