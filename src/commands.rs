@@ -464,7 +464,10 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
         if let Some(n) = notice {
             eprintln!("warning: {n}");
         }
-        let (body, measured) = measure.fit(instruction, args.prompt_tokens).await;
+        let (body, measured, error) = measure.fit(instruction, args.prompt_tokens).await;
+        if let Some(e) = error {
+            eprintln!("warning: {e}; the prompt length is estimated");
+        }
         let cell = CellLoad {
             arrival: match args.rate {
                 Some(rate) => Arrival::Poisson { rate, capped: true },

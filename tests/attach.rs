@@ -69,14 +69,37 @@ fn detached_demo_is_listed_paused_resumed_and_stopped_from_elsewhere() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(results(&run).len(), held, "a cell finished while paused");
     assert!(idle(), "a cell started while paused");
+    // While paused: skip the rest of the current config and exclude the next one.
+    // Both take effect even though no cell is running.
+    let send = |what: &str| {
+        assert!(sweeptop_in(&dir, &tag, &["attach", "--send", what])
+            .status
+            .success())
+    };
+    send("skip-config");
+    send("exclude=tp1-dflash");
     assert!(
         sweeptop_in(&dir, &tag, &["attach", "runs/d", "--send", "resume"])
             .status
             .success()
     );
-    wait_until(Duration::from_secs(60), "progress after resume", || {
-        results(&run).len() > held + 1
+    wait_until(Duration::from_secs(60), "a cell of tp1-ddtree-b4", || {
+        results(&run).iter().any(|r| r["config"] == "tp1-ddtree-b4")
     });
+    let recorded = results(&run);
+    let of = |config: &str| -> Vec<&serde_json::Value> {
+        recorded.iter().filter(|r| r["config"] == config).collect()
+    };
+    assert_eq!(of("tp1-baseline").len(), 7, "every baseline cell recorded");
+    assert!(of("tp1-baseline")
+        .iter()
+        .skip(held)
+        .all(|r| r["status"] == "skipped"));
+    assert_eq!(of("tp1-dflash").len(), 7);
+    assert!(
+        of("tp1-dflash").iter().all(|r| r["status"] == "skipped"),
+        "an excluded config's cells are recorded skipped"
+    );
     assert!(sweeptop_in(&dir, &tag, &["attach", "--send", "quit"])
         .status
         .success());

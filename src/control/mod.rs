@@ -156,6 +156,7 @@ pub fn serve(
         run_dir: run_dir.display().to_string(),
         plan: plan.to_string(),
     });
+    let dir = run_dir.to_path_buf();
     let mut events_rx = bus.events.subscribe();
     let mut logs_rx = bus.logs.subscribe();
     let (hub_tx, mut hub_rx) = mpsc::channel::<HubMsg>(64);
@@ -183,9 +184,17 @@ pub fn serve(
                         send_all(&clients, &l);
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
-                        // The hub itself fell behind: every viewer resyncs from history.
+                        // The hub itself fell behind: rebuild the history from the
+                        // recorded events (the engine writes them before it
+                        // publishes), and every viewer resyncs from it.
+                        history.events = crate::store::read_events(&dir)
+                            .into_iter()
+                            .map(|event| line(&ServerMsg::Event { event }))
+                            .collect();
                         for c in &clients {
                             c.behind.store(true, Ordering::Relaxed);
+                            // Wake a viewer idle on an empty queue.
+                            let _ = c.tx.try_send(Arc::from(""));
                         }
                     }
                     Err(broadcast::error::RecvError::Closed) => break,
@@ -241,8 +250,13 @@ async fn accept_loop(
 ) {
     let me = own_uid();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of descriptors or similar: never spin on it.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
         };
         let uid = stream.peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX);
         if !peer_allowed(uid, me) {
@@ -310,6 +324,8 @@ async fn session(
                 continue;
             }
             match rx.recv().await {
+                // An empty line only wakes us to look at `behind`.
+                Some(l) if l.is_empty() => {}
                 Some(l) => write.write_all(l.as_bytes()).await?,
                 None => break,
             }
@@ -329,10 +345,25 @@ async fn write_all(w: &mut tokio::net::unix::OwnedWriteHalf, lines: &[Arc<str>])
     w.write_all(&buf).await
 }
 
+/// Longest command line a client may send; more ends its connection.
+const MAX_COMMAND: u64 = 64 << 10;
+
 async fn read_commands(read: tokio::net::unix::OwnedReadHalf, commands: mpsc::Sender<Request>) {
-    let mut lines = BufReader::new(read).lines();
-    while let Ok(Some(l)) = lines.next_line().await {
-        if let Ok(ClientMsg::Command { command }) = serde_json::from_str::<ClientMsg>(&l) {
+    use tokio::io::AsyncReadExt;
+    let mut reader = BufReader::new(read);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match (&mut reader)
+            .take(MAX_COMMAND)
+            .read_until(b'\n', &mut buf)
+            .await
+        {
+            Ok(0) | Err(_) => break,
+            Ok(_) if buf.last() != Some(&b'\n') && buf.len() as u64 >= MAX_COMMAND => break,
+            Ok(_) => {}
+        }
+        if let Ok(ClientMsg::Command { command }) = serde_json::from_slice::<ClientMsg>(&buf) {
             let req = Request {
                 command,
                 source: "attach".into(),

@@ -121,6 +121,14 @@ enum Flow {
     Quit,
 }
 
+/// What the user asked for while no cell was running.
+enum Between {
+    Continue,
+    Quit,
+    SkipConfig,
+    SkipCell,
+}
+
 /// How a cell ended, before it is recorded.
 enum CellEnd {
     Done(CellRecord),
@@ -147,7 +155,8 @@ pub struct Engine {
     paused: bool,
     patterns: Arc<LogPatterns>,
     seq: Arc<AtomicU64>,
-    counts: [usize; 3],
+    /// The latest status of every recorded cell.
+    statuses: std::collections::HashMap<String, Status>,
     gpu: Option<crate::gpu::Telemetry>,
 }
 
@@ -176,10 +185,11 @@ impl Engine {
             LogPatterns::with_extra(&plan.patterns).map_err(|e| format!("plan pattern: {e}"))?;
         let results = store::read_results(&run.path).map_err(|e| e.to_string())?;
         let done = results.records.iter().map(|r| r.cell.clone()).collect();
-        let mut counts = [0; 3];
-        for r in &results.records {
-            counts[status_index(r.status)] += 1;
-        }
+        let statuses = results
+            .records
+            .iter()
+            .map(|r| (r.cell.clone(), r.status))
+            .collect();
         let mut engine = Engine {
             plan,
             run,
@@ -192,7 +202,7 @@ impl Engine {
             paused: false,
             patterns: Arc::new(patterns),
             seq: Arc::new(AtomicU64::new(0)),
-            counts,
+            statuses,
             gpu: None,
         };
         for p in results.problems {
@@ -237,7 +247,7 @@ impl Engine {
         );
         self.run.append_result(&record)?;
         self.done.insert(record.cell.clone());
-        self.counts[status_index(record.status)] += 1;
+        self.statuses.insert(record.cell.clone(), record.status);
         self.emit(Event::CellFinished {
             at: event::now(),
             record: Box::new(record),
@@ -283,13 +293,29 @@ impl Engine {
                 .filter(|c| !self.done.contains(&c.id))
                 .cloned()
                 .collect();
-            if pending.is_empty() || self.excluded.contains(&config.id) {
+            if pending.is_empty() {
                 continue;
             }
-            if let Flow::Quit = self.between_steps().await {
-                return self.interrupted("quit").await;
+            let mut pending = pending;
+            match self.between_steps().await {
+                Between::Quit => return self.interrupted("quit").await,
+                Between::SkipConfig => {
+                    self.skip_all(&pending)?;
+                    continue;
+                }
+                Between::SkipCell => {
+                    let first = pending.remove(0);
+                    self.skip_all(&[first])?;
+                }
+                Between::Continue => {}
             }
+            // An excluded config's cells are recorded as skipped, so the run
+            // accounts for every cell.
             if self.excluded.contains(&config.id) {
+                self.skip_all(&pending)?;
+                continue;
+            }
+            if pending.is_empty() {
                 continue;
             }
             if let Flow::Quit = self.run_config(config, i, total, pending).await? {
@@ -312,11 +338,23 @@ impl Engine {
                 .iter()
                 .position(|c| c.id == config.id)
                 .unwrap_or(0);
+            if self.excluded.contains(&config.id) {
+                continue;
+            }
+            if let Between::Quit = self.between_steps().await {
+                return self.interrupted("quit").await;
+            }
             if let Flow::Quit = self.run_config(config, i, total, cells).await? {
                 return self.interrupted("quit").await;
             }
         }
-        let [ok, failed, skipped] = self.counts;
+        // Counted per cell (the last record wins), so a retried cell counts once.
+        let count = |s: Status| self.statuses.values().filter(|&&v| v == s).count();
+        let (ok, failed, skipped) = (
+            count(Status::Ok),
+            count(Status::Failed),
+            count(Status::Skipped),
+        );
         self.emit(Event::SweepFinished {
             at: event::now(),
             ok,
@@ -375,23 +413,29 @@ impl Engine {
     }
 
     /// Between cells: apply queued commands, and hold while paused.
-    async fn between_steps(&mut self) -> Flow {
+    async fn between_steps(&mut self) -> Between {
+        let mut skip = None;
         loop {
             while let Ok(req) = self.commands.try_recv() {
                 if self.apply(&req) {
-                    return Flow::Quit;
+                    return Between::Quit;
                 }
+                skip = skip_of(&req.command).or(skip);
+            }
+            if let Some(s) = skip {
+                return s;
             }
             if !self.paused {
-                return Flow::Continue;
+                return Between::Continue;
             }
             match self.commands.recv().await {
                 Some(req) => {
                     if self.apply(&req) {
-                        return Flow::Quit;
+                        return Between::Quit;
                     }
+                    skip = skip_of(&req.command);
                 }
-                None => return Flow::Continue,
+                None => return Between::Continue,
             }
         }
     }
@@ -489,9 +533,23 @@ impl Engine {
                 }
             };
             while let Some(cell) = remaining.front().cloned() {
-                if let Flow::Quit = self.between_steps().await {
-                    self.stop(config, &mut live.server).await;
-                    return Ok(Flow::Quit);
+                match self.between_steps().await {
+                    Between::Quit => {
+                        self.stop(config, &mut live.server).await;
+                        return Ok(Flow::Quit);
+                    }
+                    Between::SkipConfig => {
+                        let cells: Vec<Cell> = remaining.drain(..).collect();
+                        self.skip_all(&cells)?;
+                        break;
+                    }
+                    Between::SkipCell => {
+                        if let Some(c) = remaining.pop_front() {
+                            self.skip_all(&[c])?;
+                        }
+                        continue;
+                    }
+                    Between::Continue => {}
                 }
                 if self.excluded.contains(&config.id) {
                     let cells: Vec<Cell> = remaining.drain(..).collect();
@@ -584,6 +642,9 @@ impl Engine {
     }
 
     async fn stop(&mut self, config: &Config, server: &mut Server) {
+        if server.stopped {
+            return;
+        }
         let t = Instant::now();
         let how = server
             .stop(Duration::from_secs_f64(config.stop_grace_s))
@@ -824,10 +885,18 @@ impl Engine {
                     if !config.ready.generate {
                         return Ok(true);
                     }
+                    // The model name the server lists, as the cells will send it.
+                    let model = match &config.model {
+                        Some(m) => m.clone(),
+                        None => load::server_model(client, base)
+                            .await
+                            .0
+                            .unwrap_or_else(|| "default".into()),
+                    };
                     let target = Target {
                         base: base.to_string(),
                         api: config.api,
-                        model: config.model.clone().unwrap_or_else(|| "default".into()),
+                        model,
                     };
                     let progress = load::client::Progress::new();
                     let rec = load::client::send(
@@ -1011,14 +1080,25 @@ impl Engine {
             }
             live.measure = Some(m);
         }
-        let measure = live
-            .measure
-            .clone()
-            .unwrap_or(load::tokenizer::Measure::Estimate);
         let mut bodies = Vec::new();
         let mut measured = 0;
         for src in sources.iter().take(64) {
-            let (text, n) = measure.fit(src, target).await;
+            let measure = live
+                .measure
+                .clone()
+                .unwrap_or(load::tokenizer::Measure::Estimate);
+            let (text, n, error) = measure.fit(src, target).await;
+            if let Some(e) = error {
+                // Stop asking a tokenizer that failed once.
+                self.notice(
+                    Level::Warn,
+                    format!(
+                        "{}: {e}; prompt lengths are estimated from here on",
+                        cell.config
+                    ),
+                );
+                live.measure = Some(load::tokenizer::Measure::Estimate);
+            }
             measured = measured.max(n);
             bodies.push(text);
         }
@@ -1228,6 +1308,14 @@ fn config_tokenizer(plan: &Plan, config: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+fn skip_of(c: &Command) -> Option<Between> {
+    match c {
+        Command::SkipConfig => Some(Between::SkipConfig),
+        Command::SkipCell => Some(Between::SkipCell),
+        _ => None,
+    }
+}
+
 fn unknown_death() -> Failure {
     Failure {
         kind: FailureKind::ServerExited,
@@ -1235,14 +1323,6 @@ fn unknown_death() -> Failure {
         message: "server exited".into(),
         evidence: Vec::new(),
         context: None,
-    }
-}
-
-fn status_index(s: Status) -> usize {
-    match s {
-        Status::Ok => 0,
-        Status::Failed => 1,
-        Status::Skipped => 2,
     }
 }
 

@@ -50,6 +50,8 @@ pub struct Server {
     pub log: Arc<Mutex<LogState>>,
     /// Bumped on every classified fatal line, so waiters wake promptly.
     pub fatal: watch::Receiver<u64>,
+    /// Set once `stop` ran: the group is gone (or was given up on).
+    pub stopped: bool,
     readers: Vec<tokio::task::JoinHandle<()>>,
     file: Arc<Mutex<BufWriter<File>>>,
     flusher: tokio::task::JoinHandle<()>,
@@ -142,6 +144,7 @@ impl Server {
             exit: exit_rx,
             log,
             fatal: fatal_rx,
+            stopped: false,
             readers,
             file,
             flusher,
@@ -170,6 +173,7 @@ impl Server {
     /// Stop the whole group: SIGINT, grace, SIGTERM, SIGKILL. Returns the last
     /// signal needed ("exited" if it was already gone).
     pub async fn stop(&mut self, grace: Duration) -> String {
+        self.stopped = true;
         let mut how = "exited".to_string();
         let steps = [
             (libc::SIGINT, "SIGINT", grace),

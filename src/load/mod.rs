@@ -184,7 +184,9 @@ pub async fn tokenize(
         .post(format!("{}/tokenize", target.base))
         .header("content-type", "application/json")
         .body(serde_json::to_vec(&body).unwrap_or_default())
-        .timeout(Duration::from_secs(60))
+        // Short: a wedged server must not hold the sweep here (the stall and
+        // exit watches only run while requests are in flight).
+        .timeout(Duration::from_secs(10))
         .send()
         .await
         .map_err(|e| format!("tokenize: {e}"))?;

@@ -68,21 +68,23 @@ impl Measure {
         }
     }
 
-    /// Fit an instruction to `target` tokens; on a measuring error mid-way,
-    /// fall back to the estimate rather than fail the cell.
-    pub async fn fit(&self, instruction: &str, target: u64) -> (String, u64) {
+    /// Fit an instruction to `target` tokens. On a measuring error the estimate
+    /// is used and the error returned, so the caller can stop asking.
+    pub async fn fit(&self, instruction: &str, target: u64) -> (String, u64, Option<String>) {
         let fitted = super::prompt::fit(instruction, target, |text| {
             let m = self.clone();
             async move { m.count(&text).await }
         })
         .await;
         match fitted {
-            Ok(v) => v,
-            Err(_) => super::prompt::fit(instruction, target, |text| async move {
-                Ok((text.len() / 4) as u64)
-            })
-            .await
-            .unwrap_or_default(),
+            Ok((text, n)) => (text, n, None),
+            Err(e) => {
+                let estimate = |text: String| async move { Ok((text.len() / 4) as u64) };
+                let (text, n) = super::prompt::fit(instruction, target, estimate)
+                    .await
+                    .unwrap_or_default();
+                (text, n, Some(e))
+            }
         }
     }
 }

@@ -18,6 +18,10 @@ use schema::{Axes, RawPlan};
 
 use crate::detect::FailureKind;
 
+/// The longest time any plan setting may name (about 115 days): larger values
+/// would overflow time arithmetic.
+pub const MAX_SECONDS: f64 = 1e7;
+
 /// A plan error with the place in the file it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanError {
@@ -242,10 +246,17 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
             ))
         }
     };
-    if !(raw.server.stop_grace_s >= 0.0 && raw.server.stop_grace_s.is_finite()) {
+    if !(0.0..=MAX_SECONDS).contains(&raw.server.stop_grace_s) {
         return Err(ctx.err(
             raw.server.command.span(),
-            "stop_grace_s must be a non-negative number",
+            format!("server.stop_grace_s must be between 0 and {MAX_SECONDS} seconds"),
+        ));
+    }
+    let ready = raw.server.ready.timeout_s;
+    if !(ready > 0.0 && ready <= MAX_SECONDS) {
+        return Err(ctx.err(
+            raw.server.command.span(),
+            format!("server.ready.timeout_s must be more than 0 and at most {MAX_SECONDS} seconds"),
         ));
     }
     let words = template::split_words(raw.server.command.get_ref())
@@ -390,7 +401,7 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
     };
     let positive = |v: Option<f64>, default: f64, name: &str| -> Result<f64, PlanError> {
         let v = v.unwrap_or(default);
-        if v.is_finite() && v > 0.0 {
+        if v > 0.0 && v <= MAX_SECONDS {
             Ok(v)
         } else {
             Err(ctx.err(
@@ -456,8 +467,11 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
             return Err(ctx.err(w.id.span(), "`requests` and `max_tokens` must be positive"));
         }
         for v in [&w.rate, &w.duration_s].into_iter().flatten() {
-            if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) {
-                return Err(ctx.err(v.span(), "must be a positive number"));
+            if !(*v.get_ref() > 0.0 && *v.get_ref() <= MAX_SECONDS) {
+                return Err(ctx.err(
+                    v.span(),
+                    format!("must be more than 0 and at most {MAX_SECONDS}"),
+                ));
             }
         }
         let p = w.prompt.get_ref();
