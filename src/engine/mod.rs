@@ -650,6 +650,9 @@ impl Engine {
             .stop(Duration::from_secs_f64(config.stop_grace_s))
             .await;
         self.run.clear_server();
+        if let Some(g) = &self.gpu {
+            g.set_server(0, &[]);
+        }
         self.emit(Event::ServerStopped {
             at: event::now(),
             config: config.id.clone(),
