@@ -60,22 +60,8 @@ id = "all"
 #[test]
 fn every_injected_fault_is_recorded_with_its_kind_and_evidence() {
     let dir = scratch("faults");
-    let plan = dir.join("faults.toml");
-    std::fs::write(&plan, PLAN).unwrap();
-    let out_dir = dir.join("run");
     let tag = format!("faults-{}", std::process::id());
-    let mut cmd = sweeptop(&tag);
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&out_dir);
-    let out = run_with_deadline(cmd, Duration::from_secs(240));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (out_dir, stdout) = run_plan(&dir, &tag, PLAN, Duration::from_secs(240));
     let results = results(&out_dir);
     assert_eq!(results.len(), 2 * 15 * 2, "{stdout}");
     fn expect(fault: &str) -> &str {
@@ -157,9 +143,9 @@ fn every_injected_fault_is_recorded_with_its_kind_and_evidence() {
 #[test]
 fn a_crashed_config_is_relaunched_as_the_plan_allows_then_marked() {
     let dir = scratch("retry");
-    let plan = dir.join("retry.toml");
-    std::fs::write(
-        &plan,
+    let (out_dir, _stdout) = run_plan(
+        &dir,
+        "retry",
         r#"
 name = "retry"
 [server]
@@ -178,19 +164,7 @@ max_tokens = 16
 [[phases]]
 id = "p"
 "#,
-    )
-    .unwrap();
-    let out_dir = dir.join("run");
-    let mut cmd = sweeptop("retry");
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&out_dir);
-    let out = run_with_deadline(cmd, Duration::from_secs(60));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        Duration::from_secs(60),
     );
     let starts: Vec<_> = events(&out_dir)
         .into_iter()

@@ -10,9 +10,9 @@ use common::*;
 #[test]
 fn a_server_flooding_stderr_keeps_its_pacing_and_every_line_is_kept() {
     let dir = scratch("flood");
-    let plan = dir.join("flood.toml");
-    std::fs::write(
-        &plan,
+    let (out_dir, _stdout) = run_plan(
+        &dir,
+        "flood",
         r#"
 name = "flood"
 [server]
@@ -30,19 +30,7 @@ max_tokens = 200
 [[phases]]
 id = "p"
 "#,
-    )
-    .unwrap();
-    let out_dir = dir.join("run");
-    let mut cmd = sweeptop("flood");
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&out_dir);
-    let out = run_with_deadline(cmd, Duration::from_secs(120));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        Duration::from_secs(120),
     );
     let r = &results(&out_dir)[0];
     assert_eq!(r["status"], "ok", "{r}");
@@ -70,9 +58,9 @@ id = "p"
 #[test]
 fn binary_garbage_and_giant_lines_on_stdout_are_kept_and_harmless() {
     let dir = scratch("garbage");
-    let plan = dir.join("garbage.toml");
-    std::fs::write(
-        &plan,
+    let (out_dir, _stdout) = run_plan(
+        &dir,
+        "garbage",
         r#"
 name = "garbage"
 [server]
@@ -92,19 +80,7 @@ max_tokens = 8
 [[phases]]
 id = "p"
 "#,
-    )
-    .unwrap();
-    let out_dir = dir.join("run");
-    let mut cmd = sweeptop("garbage");
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&out_dir);
-    let out = run_with_deadline(cmd, Duration::from_secs(60));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        Duration::from_secs(60),
     );
     let r = &results(&out_dir)[0];
     assert_eq!(r["status"], "ok", "{r}");

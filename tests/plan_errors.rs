@@ -63,9 +63,9 @@ fn check_json_lists_configs_and_cells() {
 #[test]
 fn missing_model_path_fails_preflight_with_a_hint_and_the_sweep_goes_on() {
     let dir = scratch("preflight");
-    let plan = dir.join("p.toml");
-    std::fs::write(
-        &plan,
+    let (out_dir, _) = run_plan(
+        &dir,
+        "preflight",
         r#"
 name = "preflight"
 [vars]
@@ -91,20 +91,7 @@ id = "p"
   when = { method = "b" }
   vars = { model = "/" }
 "#,
-    )
-    .unwrap();
-    let out_dir = dir.join("run");
-    let mut cmd = sweeptop("preflight");
-    cmd.arg("run")
-        .arg(&plan)
-        .arg("--headless")
-        .arg("--out")
-        .arg(&out_dir);
-    let out = run_with_deadline(cmd, Duration::from_secs(60));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        Duration::from_secs(60),
     );
     let results = results(&out_dir);
     let a = results.iter().find(|r| r["config"] == "a").unwrap();

@@ -183,3 +183,25 @@ impl Drop for KillTagged {
         }
     }
 }
+
+/// Write a plan into `dir` and run it headless without GPU telemetry; panics
+/// (with the output) unless the sweep finished. Returns the run directory and
+/// what the sweep printed.
+pub fn run_plan(dir: &Path, tag: &str, plan_text: &str, limit: Duration) -> (PathBuf, String) {
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, plan_text).unwrap();
+    let out_dir = dir.join("run");
+    let mut cmd = sweeptop(tag);
+    cmd.arg("run")
+        .arg(&plan)
+        .args(["--headless", "--no-gpu", "--out"])
+        .arg(&out_dir);
+    let out = run_with_deadline(cmd, limit);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out_dir, stdout)
+}
