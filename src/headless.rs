@@ -92,10 +92,14 @@ pub fn line(ev: &Event) -> Option<String> {
             code,
             signal,
         } => {
-            format!(
-                "{} {config}: server exited (code {code:?}, signal {signal:?})",
-                time(at)
-            )
+            let how = match (code, signal) {
+                (_, Some(sig)) => {
+                    format!("killed by {}", crate::engine::process::signal_name(*sig))
+                }
+                (Some(c), None) => format!("exit code {c}"),
+                (None, None) => "exited".to_string(),
+            };
+            format!("{} {config}: server exited by itself ({how})", time(at))
         }
         Event::ServerStopped {
             at,

@@ -645,6 +645,15 @@ impl Engine {
         if server.stopped {
             return;
         }
+        // Gone before we asked it to stop: say how it ended.
+        if let Some(info) = server.exited() {
+            self.emit(Event::ServerExited {
+                at: event::now(),
+                config: config.id.clone(),
+                code: info.code,
+                signal: info.signal,
+            });
+        }
         let t = Instant::now();
         let how = server
             .stop(Duration::from_secs_f64(config.stop_grace_s))
