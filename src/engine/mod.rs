@@ -350,6 +350,7 @@ impl Engine {
         }
         // Counted per cell (the last record wins), so a retried cell counts once.
         let count = |s: Status| self.statuses.values().filter(|&&v| v == s).count();
+        self.settle_gpu().await;
         let (ok, failed, skipped) = (
             count(Status::Ok),
             count(Status::Failed),
@@ -365,7 +366,16 @@ impl Engine {
         Ok(Outcome::Finished)
     }
 
+    /// One GPU sample after the last server stopped, so views end on the GPUs'
+    /// real state rather than the last busy sample.
+    async fn settle_gpu(&self) {
+        if let Some(g) = &self.gpu {
+            let _ = g.fresh_after(unix_ms()).await;
+        }
+    }
+
     async fn interrupted(mut self, reason: &str) -> Result<Outcome, EngineError> {
+        self.settle_gpu().await;
         self.emit(Event::SweepInterrupted {
             at: event::now(),
             reason: reason.to_string(),
@@ -697,12 +707,8 @@ impl Engine {
                 )));
             }
         }
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
         let fresh = match &self.gpu {
-            Some(g) => g.fresh_after(now_ms).await,
+            Some(g) => g.fresh_after(unix_ms()).await,
             None => None,
         };
         if let Some(snap) = fresh {
@@ -1318,6 +1324,13 @@ fn config_tokenizer(plan: &Plan, config: &str) -> Option<PathBuf> {
     plan.config(config)
         .and_then(|c| c.tokenizer.as_ref())
         .map(PathBuf::from)
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 fn skip_of(c: &Command) -> Option<Between> {
