@@ -111,7 +111,15 @@ pub fn run(args: RunArgs) -> Result<i32> {
         let run = RunDir::reopen(dir).map_err(|e| eyre!("{e}"))?;
         (plan, run)
     } else {
-        let plan = new_plan(&args)?;
+        let plan = match new_plan(&args) {
+            Ok(p) => p,
+            // A bad plan is the user's to fix, not a crash: the located error
+            // and exit 2, as `check` gives.
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(2);
+            }
+        };
         let dir = args
             .out
             .clone()

@@ -16,7 +16,7 @@ fn misspelled_key_exits_nonzero_naming_file_line_col() {
     let mut cmd = sweeptop("badplan");
     cmd.arg("check").arg(&plan);
     let out = run_with_deadline(cmd, Duration::from_secs(30));
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{}:37:1:", plan.display())), "{err}");
     assert!(err.contains("concurency"), "{err}");
@@ -28,7 +28,7 @@ fn misspelled_key_exits_nonzero_naming_file_line_col() {
         .arg("--out")
         .arg(dir.join("run"));
     let out = run_with_deadline(cmd, Duration::from_secs(30));
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(":37:1:"));
     assert!(!dir.join("run").exists());
     let _ = std::fs::remove_dir_all(&dir);
