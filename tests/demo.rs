@@ -34,6 +34,7 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
         );
     }
     let mut ok = 0;
+    let mut with_gpu = 0;
     for r in &results {
         for key in [
             "cell",
@@ -56,14 +57,22 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
             assert!(m["output_tokens"].as_u64().unwrap() > 0, "{r}");
             assert!(m["output_tok_s"].as_f64().unwrap() > 0.0, "{r}");
             assert!(m["ttft_ms_p50"].as_f64().unwrap() > 0.0, "{r}");
-            // The demo's simulated GPUs give every ok cell its GPU figures.
-            assert!(m["gpu_mem_peak_mib"].as_u64().unwrap() > 0, "{r}");
-            assert!(m["gpu_util_mean"].as_f64().is_some(), "{r}");
+            // GPU figures come from samples taken while the cell ran (a cell
+            // shorter than the 1 s sampling interval may have none: null).
+            if let Some(peak) = m["gpu_mem_peak_mib"].as_u64() {
+                assert!(peak > 0, "{r}");
+                assert!(m["gpu_util_mean"].as_f64().is_some(), "{r}");
+                with_gpu += 1;
+            }
         } else {
             assert!(r["metrics"].is_null(), "{r}");
         }
     }
     assert!(ok >= 30, "expected most cells ok, got {ok}");
+    assert!(
+        with_gpu * 2 >= ok,
+        "only {with_gpu} of {ok} ok cells have GPU figures"
+    );
     // DDTree budgets 8 and 12 crash: every one of their cells is failed with the cause.
     for config in ["tp1-ddtree-b8", "tp1-ddtree-b12"] {
         let rs: Vec<_> = results.iter().filter(|r| r["config"] == config).collect();

@@ -452,7 +452,8 @@ fn foreign_gpu_memory_fails_preflight_and_gpu_figures_reach_results() {
 name = "gpu-preflight"
 config_id = "gpu{gpu}"
 [server]
-command = "{sweeptop} sim-server --port {port} --startup-ms 50 --max-speed"
+# Paced so the cell spans several 250 ms samples.
+command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 10 --itl-ms 10"
 port = "auto"
 env = { CUDA_VISIBLE_DEVICES = "{gpu}" }
 [limits]
@@ -462,7 +463,7 @@ id = "w"
 contexts = [32]
 concurrency = [1]
 requests = 2
-max_tokens = 8
+max_tokens = 60
 [[phases]]
 id = "p"
   [phases.matrix]

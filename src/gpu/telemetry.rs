@@ -145,24 +145,15 @@ impl Telemetry {
         }
     }
 
-    /// The cell ended: its peak memory and mean utilisation. A cell shorter than
-    /// the sampling interval gets the latest snapshot, the one nearest to it.
+    /// The cell ended: its peak memory and mean utilisation over the samples
+    /// taken while it ran. A cell shorter than the sampling interval may have
+    /// none: its figures are then null, never borrowed from another moment.
     pub fn end_cell(&self, active: &[u32]) -> (Option<u64>, Option<f64>) {
         let result = match self.shared.lock() {
-            Ok(mut s) => {
-                let latest = s.latest.clone();
-                match s.cell.take() {
-                    Some(mut agg) => {
-                        if agg.samples() == 0 {
-                            if let Some(l) = &latest {
-                                agg.add(l);
-                            }
-                        }
-                        (agg.gpu_mem_peak_mib(), agg.gpu_util_mean())
-                    }
-                    None => (None, None),
-                }
-            }
+            Ok(mut s) => match s.cell.take() {
+                Some(agg) => (agg.gpu_mem_peak_mib(), agg.gpu_util_mean()),
+                None => (None, None),
+            },
             Err(_) => (None, None),
         };
         if let Some(sim) = &self.sim {
