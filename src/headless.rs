@@ -92,13 +92,7 @@ pub fn line(ev: &Event) -> Option<String> {
             code,
             signal,
         } => {
-            let how = match (code, signal) {
-                (_, Some(sig)) => {
-                    format!("killed by {}", crate::engine::process::signal_name(*sig))
-                }
-                (Some(c), None) => format!("exit code {c}"),
-                (None, None) => "exited".to_string(),
-            };
+            let how = crate::engine::process::describe_exit(*code, *signal);
             format!("{} {config}: server exited by itself ({how})", time(at))
         }
         Event::ServerStopped {

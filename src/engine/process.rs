@@ -87,6 +87,15 @@ pub fn pick_free_port(host: &str) -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// How a process ended, in words: "killed by SIGKILL", "exit code 1".
+pub fn describe_exit(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (_, Some(s)) => format!("killed by {}", signal_name(s)),
+        (Some(c), None) => format!("exit code {c}"),
+        (None, None) => "exited".into(),
+    }
+}
+
 pub fn signal_name(sig: i32) -> String {
     match sig {
         libc::SIGHUP => "SIGHUP".into(),

@@ -27,11 +27,7 @@ pub struct ExitInfo {
 
 impl ExitInfo {
     pub fn describe(&self) -> String {
-        match (self.code, self.signal) {
-            (_, Some(s)) => format!("killed by {}", process::signal_name(s)),
-            (Some(c), None) => format!("exit code {c}"),
-            (None, None) => "exited".into(),
-        }
+        process::describe_exit(self.code, self.signal)
     }
 }
 
