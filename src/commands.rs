@@ -437,6 +437,10 @@ pub struct LoadtestArgs {
     pub chat: bool,
     #[arg(long)]
     pub json: bool,
+    /// Also write every request's raw timeline here (JSON lines, gzipped to
+    /// PATH.gz when over 1 MiB), as a sweep does under `requests/`.
+    #[arg(long, value_name = "PATH")]
+    pub records: Option<PathBuf>,
     #[arg(long, default_value_t = 600.0)]
     pub request_timeout: f64,
 }
@@ -492,12 +496,25 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
         };
         let client = load::http_client(cell.concurrency);
         let seq = std::sync::atomic::AtomicU64::new(0);
-        let run = load::run_cell(&client, &target, &cell, &seq).await;
-        let metrics = load::metrics::compute(&run.records, run.wall_ns);
+        let mut writer = match &args.records {
+            Some(p) => Some(crate::store::RequestsWriter::create(p.clone())?),
+            None => None,
+        };
+        let mut sink = |r: &load::RequestRecord| {
+            if let Some(w) = writer.as_mut() {
+                w.write(r);
+            }
+        };
+        let run = load::run_cell(&client, &target, &cell, &seq, &mut sink).await;
+        if let Some(w) = writer.take() {
+            let p = w.finish()?;
+            eprintln!("request records: {}", p.display());
+        }
+        let metrics = run.stats.metrics(run.wall_ns);
         let errors: Vec<String> = run
-            .records
+            .stats
+            .errors
             .iter()
-            .filter_map(|r| r.error.as_ref())
             .map(|e| crate::detect::request_failure(e).message)
             .take(5)
             .collect();

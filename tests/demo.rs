@@ -117,6 +117,37 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
         Some(32704.0),
         "{clamped}"
     );
+    // Every ok cell's raw request timelines are kept, and recomputing the
+    // figures from them gives what results.jsonl says.
+    for r in results.iter().filter(|r| r["status"] == "ok") {
+        let cell = r["cell"].as_str().unwrap();
+        let base = out_dir
+            .join("requests")
+            .join(format!("{}.jsonl", cell.replace('/', "__")));
+        let gz = base.with_extension("jsonl.gz");
+        let path = if base.exists() { base } else { gz };
+        let records =
+            sweeptop::store::read_requests(&path).unwrap_or_else(|e| panic!("{cell}: {e}"));
+        let m = &r["metrics"];
+        assert_eq!(
+            records.len() as u64,
+            m["requests"].as_u64().unwrap(),
+            "{cell}"
+        );
+        let again = sweeptop::load::metrics::compute(&records, 1);
+        assert_eq!(
+            again.output_tokens,
+            m["output_tokens"].as_u64().unwrap(),
+            "{cell}"
+        );
+        assert_eq!(Some(again.ttft_ms_p50), m["ttft_ms_p50"].as_f64(), "{cell}");
+        assert_eq!(again.itl_ms_p99, m["itl_ms_p99"].as_f64(), "{cell}");
+        assert_eq!(
+            Some(again.prompt_tokens_mean),
+            m["prompt_tokens_mean"].as_f64(),
+            "{cell}"
+        );
+    }
     // The other configs ran on fresh servers after the crash.
     assert_eq!(cells["tp1-ddtree-b4/code-ctx1024-c1"][0]["status"], "ok");
     assert_eq!(cells["tp4-baseline/code-ctx1024-c1"][0]["status"], "ok");

@@ -35,6 +35,8 @@ fn loadtest_measures_a_fixed_pace_server() {
     wait_until(Duration::from_secs(20), "the server to listen", || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
+    let dir = scratch("loadtest");
+    let records = dir.join("req.jsonl");
     let mut cmd = Command::new(bin());
     cmd.args([
         "loadtest",
@@ -46,7 +48,9 @@ fn loadtest_measures_a_fixed_pace_server() {
         "--max-tokens",
         "128",
         "--json",
-    ]);
+        "--records",
+    ])
+    .arg(&records);
     let out = run_with_deadline(cmd, Duration::from_secs(120));
     let _ = server.kill();
     let _ = server.wait();
@@ -68,4 +72,16 @@ fn loadtest_measures_a_fixed_pace_server() {
     let itl = m["itl_ms_p50"].as_f64().unwrap();
     assert!((199.0..215.0).contains(&ttft), "TTFT p50 {ttft}");
     assert!((9.8..10.5).contains(&itl), "ITL p50 {itl}");
+    // The raw timelines went to --records, one line per request, and give the
+    // same figures again.
+    let recs = sweeptop::store::read_requests(&records).unwrap();
+    assert_eq!(recs.len(), 256);
+    assert!(recs
+        .iter()
+        .all(|r| r.chunks.len() == 128 && r.error.is_none()));
+    let again = sweeptop::load::metrics::compute(&recs, 1);
+    assert_eq!(again.output_tokens, 32768);
+    assert_eq!(Some(again.ttft_ms_p50), m["ttft_ms_p50"].as_f64());
+    assert_eq!(again.itl_ms_p50, m["itl_ms_p50"].as_f64());
+    let _ = std::fs::remove_dir_all(&dir);
 }

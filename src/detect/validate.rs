@@ -22,15 +22,14 @@ pub fn validate(
         return Err(f.clone());
     }
     if let Some(idle) = run.stalled_for {
-        let in_flight = run.records.iter().filter(|r| r.error.is_some()).count();
         return Err(Failure {
             kind: FailureKind::Stalled,
             source: FailureSource::Client,
             message: format!(
-                "no token arrived for {:.1} s with requests in flight ({} of {} requests done)",
+                "no token arrived for {:.1} s with requests in flight ({} requests finished before, {} of them ok)",
                 idle.as_secs_f64(),
-                run.records.len().saturating_sub(in_flight),
-                run.records.len()
+                run.stats.requests,
+                run.stats.ok()
             ),
             evidence: Vec::new(),
             context: None,
@@ -40,11 +39,7 @@ pub fn validate(
     if metrics.failed_requests > 0 && metrics.failed_requests as f64 / total as f64 > max_error_rate
     {
         // A context overflow explains a cell better than whatever followed it.
-        let failures: Vec<Failure> = run
-            .records
-            .iter()
-            .filter_map(|r| r.error.as_ref().map(request_failure))
-            .collect();
+        let failures: Vec<Failure> = run.stats.errors.iter().map(request_failure).collect();
         let mut chosen = failures
             .iter()
             .find(|f| f.kind == FailureKind::ContextOverflow)
@@ -64,13 +59,12 @@ pub fn validate(
         return Err(chosen);
     }
     if fail_short && metrics.short_requests > 0 {
-        let asked = run.records.first().map(|r| r.max_tokens).unwrap_or(0);
+        let asked = run.stats.max_tokens;
         let got: Vec<String> = run
-            .records
+            .stats
+            .short_examples
             .iter()
-            .filter(|r| r.ok() && r.completion_tokens.is_some_and(|t| t < r.max_tokens as u64))
-            .filter_map(|r| r.completion_tokens.map(|t| t.to_string()))
-            .take(5)
+            .map(u64::to_string)
             .collect();
         return Err(Failure {
             kind: FailureKind::ContextOverflow,
@@ -146,7 +140,7 @@ pub fn looks_like_server_gone(e: &RequestError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::{metrics::compute, RequestRecord};
+    use crate::load::{CellStats, RequestRecord};
 
     fn rec(tokens: u64, max: u32, error: Option<RequestError>) -> RequestRecord {
         let chunks = (0..tokens).map(|i| ((10 + i) * 1_000_000, 4)).collect();
@@ -168,12 +162,16 @@ mod tests {
         rate: f64,
         fail_short: bool,
     ) -> Result<(), Failure> {
+        let mut stats = CellStats::new();
+        for r in &records {
+            stats.add(r);
+        }
         let run = CellRun {
-            records,
+            stats,
             wall_ns: 1_000_000_000,
             stalled_for: None,
         };
-        let m = compute(&run.records, run.wall_ns);
+        let m = run.stats.metrics(run.wall_ns);
         validate(&run, &m, &ServerHealth { died }, rate, fail_short)
     }
 

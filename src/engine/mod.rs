@@ -1186,65 +1186,78 @@ impl Engine {
             .await
             .and_then(|t| load::spec::parse(&t));
         let seq = self.seq.clone();
-        let run_fut = load::run_cell(&client, &live.target, &load, &seq);
-        tokio::pin!(run_fut);
-        let run = loop {
-            tokio::select! {
-                run = &mut run_fut => break run,
-                _ = exit.changed() => {
-                    live.server.drain_logs(Duration::from_secs(2)).await;
-                    let f = self.death_failure(&live.server).unwrap_or_else(unknown_death);
-                    base.status = Status::Failed;
-                    base.failure = Some(f.clone());
-                    base.finished_at = event::now();
-                    return CellEnd::ServerDied(base, f);
+        let mut requests = match self.run.requests_writer(&cell.id) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                self.notice(
+                    Level::Warn,
+                    format!("{}: raw request records not kept: {e}", cell.id),
+                );
+                None
+            }
+        };
+        // The running requests borrow the sink: the block ends both before the file is finished.
+        let run = {
+            let mut sink = |r: &load::RequestRecord| {
+                if let Some(w) = requests.as_mut() {
+                    w.write(r);
                 }
-                _ = fatal.changed() => {
-                    // A fatal line: give the process a moment to exit so the
-                    // failure carries its exit status and all the evidence.
-                    let _ = tokio::time::timeout(Duration::from_secs(3), exit.changed()).await;
-                    live.server.drain_logs(Duration::from_millis(500)).await;
-                    if let Some(f) = self.death_failure(&live.server) {
+            };
+            let run_fut = load::run_cell(&client, &live.target, &load, &seq, &mut sink);
+            tokio::pin!(run_fut);
+            loop {
+                tokio::select! {
+                    run = &mut run_fut => break run,
+                    _ = exit.changed() => {
+                        live.server.drain_logs(Duration::from_secs(2)).await;
+                        let f = self.death_failure(&live.server).unwrap_or_else(unknown_death);
                         base.status = Status::Failed;
                         base.failure = Some(f.clone());
                         base.finished_at = event::now();
                         return CellEnd::ServerDied(base, f);
                     }
-                }
-                _ = &mut cell_deadline => {
-                    base.status = Status::Failed;
-                    base.failure = Some(Failure {
-                        kind: FailureKind::RequestTimeout,
-                        source: FailureSource::Client,
-                        message: format!("the cell did not finish within cell_timeout_s = {}", limits.cell_timeout_s),
-                        evidence: Vec::new(),
-                        context: None,
-                    });
-                    base.finished_at = event::now();
-                    return CellEnd::Stalled(base);
-                }
-                req = self.commands.recv() => {
-                    let Some(req) = req else { continue };
-                    let quit = self.apply(&req);
-                    if quit {
-                        return CellEnd::Quit;
+                    _ = fatal.changed() => {
+                        // A fatal line: give the process a moment to exit so the
+                        // failure carries its exit status and all the evidence.
+                        let _ = tokio::time::timeout(Duration::from_secs(3), exit.changed()).await;
+                        live.server.drain_logs(Duration::from_millis(500)).await;
+                        if let Some(f) = self.death_failure(&live.server) {
+                            base.status = Status::Failed;
+                            base.failure = Some(f.clone());
+                            base.finished_at = event::now();
+                            return CellEnd::ServerDied(base, f);
+                        }
                     }
-                    match req.command {
-                        Command::SkipCell => { base.finished_at = event::now(); return CellEnd::Skipped(base); }
-                        Command::SkipConfig => { base.finished_at = event::now(); return CellEnd::SkipConfig(base); }
-                        _ => {}
+                    _ = &mut cell_deadline => {
+                        base.status = Status::Failed;
+                        base.failure = Some(Failure {
+                            kind: FailureKind::RequestTimeout,
+                            source: FailureSource::Client,
+                            message: format!("the cell did not finish within cell_timeout_s = {}", limits.cell_timeout_s),
+                            evidence: Vec::new(),
+                            context: None,
+                        });
+                        base.finished_at = event::now();
+                        return CellEnd::Stalled(base);
+                    }
+                    req = self.commands.recv() => {
+                        let Some(req) = req else { continue };
+                        let quit = self.apply(&req);
+                        if quit {
+                            return CellEnd::Quit;
+                        }
+                        match req.command {
+                            Command::SkipCell => { base.finished_at = event::now(); return CellEnd::Skipped(base); }
+                            Command::SkipConfig => { base.finished_at = event::now(); return CellEnd::SkipConfig(base); }
+                            _ => {}
+                        }
                     }
                 }
             }
         };
         // Requests cut off mid-stream usually mean the server is going down:
         // wait briefly for its exit or its last words before judging.
-        if run
-            .records
-            .iter()
-            .filter_map(|r| r.error.as_ref())
-            .any(detect::looks_like_server_gone)
-        {
+        if run.stats.errors.iter().any(detect::looks_like_server_gone) {
             let settle = Duration::from_secs(3);
             tokio::select! {
                 _ = exit.changed() => {}
@@ -1258,13 +1271,13 @@ impl Engine {
                 live.server.drain_logs(Duration::from_secs(2)).await;
             }
         }
-        if let Err(e) = self.run.write_requests(&cell.id, &run.records) {
+        if let Some(Err(e)) = requests.take().map(|w| w.finish()) {
             self.notice(
                 Level::Warn,
                 format!("{}: raw request records not kept: {e}", cell.id),
             );
         }
-        let mut metrics = load::metrics::compute(&run.records, run.wall_ns);
+        let mut metrics = run.stats.metrics(run.wall_ns);
         if let Some(g) = &self.gpu {
             (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = g.end_cell(&active);
         }

@@ -1,4 +1,6 @@
-//! Per-cell metrics from per-request timelines. Definitions (also in the README):
+//! Per-cell metrics, folded one finished request at a time into HDR histograms
+//! (3 significant digits; a cell's memory does not grow with its requests).
+//! Definitions (also in the README):
 //! - TTFT: send → first chunk with non-empty text (a role-only chunk does not count).
 //! - ITL: per token; a chunk carrying k tokens contributes its gap to the previous
 //!   text chunk k times, divided by k.
@@ -7,10 +9,14 @@
 //! - output tok/s (aggregate): output tokens of successful requests / cell wall time.
 //!   Token counts come from the server's `usage`; without it they are estimated
 //!   from chunks and `tokens_estimated` is set.
+//!
+//! Percentiles are HDR's nearest rank, reported at the middle of the value's
+//! bucket (within 0.05 % of the recorded value); means are exact sums.
 
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::client::RequestRecord;
+use super::client::{RequestError, RequestRecord};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
@@ -40,26 +46,6 @@ pub struct Metrics {
     pub accept_len: Option<f64>,
     pub gpu_mem_peak_mib: Option<u64>,
     pub gpu_util_mean: Option<f64>,
-}
-
-/// Linear-interpolated percentile (numpy's default) of sorted values.
-pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (p / 100.0).clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let lo = rank.floor() as usize;
-    let hi = rank.ceil() as usize;
-    let frac = rank - lo as f64;
-    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * frac)
-}
-
-fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-fn sort(v: &mut [f64]) {
-    v.sort_by(|a, b| a.total_cmp(b));
 }
 
 /// Tokens carried by each text chunk: from `usage` when the chunk count agrees,
@@ -92,91 +78,222 @@ pub fn tokens_per_chunk(rec: &RequestRecord) -> (Vec<u64>, bool) {
     (out, estimated)
 }
 
-/// Metrics over the measured requests of a cell. `wall_ns` is the cell's
-/// measured wall time.
-pub fn compute(records: &[RequestRecord], wall_ns: u64) -> Metrics {
-    let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.ok()).collect();
-    let mut ttft = Vec::with_capacity(ok.len());
-    let mut e2e = Vec::with_capacity(ok.len());
-    let mut itl = Vec::new();
-    let mut tpot = Vec::new();
-    let mut decode = Vec::new();
-    let mut output_tokens = 0u64;
-    let mut prompt_tokens = Vec::new();
-    let mut estimated = false;
-    let mut short = 0;
-    for r in &ok {
+/// One metric's distribution: an HDR histogram of values scaled to integers,
+/// with an exact sum for the mean.
+#[derive(Debug, Clone)]
+pub struct Hist {
+    h: Histogram<u64>,
+    /// Integer units per reported unit (1000: ms recorded in µs).
+    scale: f64,
+    sum: f64,
+}
+
+impl Hist {
+    /// Values from 0 to `max` reported units, 3 significant digits.
+    pub fn new(scale: f64, max: f64) -> Self {
+        let high = ((max * scale) as u64).max(2048);
+        let h = Histogram::new_with_bounds(1, high, 3)
+            .or_else(|_| Histogram::new(3))
+            .unwrap_or_else(|_| unreachable!("3 significant digits is always valid"));
+        Hist { h, scale, sum: 0.0 }
+    }
+
+    /// Milliseconds, recorded in µs, up to one day.
+    pub fn ms() -> Self {
+        Self::new(1000.0, 86_400_000.0)
+    }
+
+    /// Record `n` occurrences of `v` (reported units). Values beyond the range
+    /// are clamped to it; negative and NaN values count as 0.
+    pub fn record_n(&mut self, v: f64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let v = if v.is_finite() { v.max(0.0) } else { 0.0 };
+        self.h
+            .saturating_record_n((v * self.scale).round() as u64, n);
+        self.sum += v * n as f64;
+    }
+
+    pub fn record(&mut self, v: f64) {
+        self.record_n(v, 1);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.h.len()
+    }
+
+    /// The value at percentile `p` (0–100), or `None` without samples.
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        if self.h.is_empty() {
+            return None;
+        }
+        let raw = self.h.value_at_quantile((p / 100.0).clamp(0.0, 1.0));
+        Some(self.h.median_equivalent(raw) as f64 / self.scale)
+    }
+
+    pub fn mean(&self) -> Option<f64> {
+        (!self.h.is_empty()).then(|| self.sum / self.h.len() as f64)
+    }
+}
+
+/// Errors kept per cell as examples: the first few, plus the first of each kind
+/// (so a context overflow after many timeouts is still seen).
+const ERROR_EXAMPLES: usize = 32;
+
+/// A cell's measured requests, folded as each one finishes.
+#[derive(Debug, Clone)]
+pub struct CellStats {
+    pub requests: u64,
+    pub failed: u64,
+    pub short: u64,
+    pub output_tokens: u64,
+    pub estimated: bool,
+    pub max_tokens: u32,
+    /// `completion_tokens` of the first few short requests.
+    pub short_examples: Vec<u64>,
+    pub errors: Vec<RequestError>,
+    ttft: Hist,
+    itl: Hist,
+    tpot: Hist,
+    e2e: Hist,
+    decode: Hist,
+    prompt_tokens: Hist,
+}
+
+impl Default for CellStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CellStats {
+    pub fn new() -> Self {
+        CellStats {
+            requests: 0,
+            failed: 0,
+            short: 0,
+            output_tokens: 0,
+            estimated: false,
+            max_tokens: 0,
+            short_examples: Vec::new(),
+            errors: Vec::new(),
+            ttft: Hist::ms(),
+            itl: Hist::ms(),
+            tpot: Hist::ms(),
+            e2e: Hist::ms(),
+            decode: Hist::new(1000.0, 1e9),
+            prompt_tokens: Hist::new(1.0, 1e9),
+        }
+    }
+
+    pub fn ok(&self) -> u64 {
+        self.requests - self.failed
+    }
+
+    /// Fold one finished request.
+    pub fn add(&mut self, r: &RequestRecord) {
+        self.requests += 1;
+        self.max_tokens = self.max_tokens.max(r.max_tokens);
+        if let Some(e) = &r.error {
+            self.failed += 1;
+            let new_kind = !self.errors.iter().any(|k| {
+                std::mem::discriminant(k) == std::mem::discriminant(e) && same_status(k, e)
+            });
+            if self.errors.len() < ERROR_EXAMPLES && (self.errors.len() < 8 || new_kind) {
+                self.errors.push(e.clone());
+            }
+            return;
+        }
         let (per_chunk, est) = tokens_per_chunk(r);
-        estimated |= est;
+        self.estimated |= est;
         let tokens: u64 = per_chunk.iter().sum();
-        output_tokens += tokens;
+        self.output_tokens += tokens;
         if tokens < r.max_tokens as u64 {
-            short += 1;
+            self.short += 1;
+            if self.short_examples.len() < 5 {
+                self.short_examples.push(tokens);
+            }
         }
         if let Some(p) = r.prompt_tokens {
-            prompt_tokens.push(p as f64);
+            self.prompt_tokens.record(p as f64);
         }
         let e = r.end_ns.saturating_sub(r.start_ns) as f64 / 1e6;
-        e2e.push(e);
+        self.e2e.record(e);
         let Some(first) = r.first_token_ns() else {
-            continue;
+            return;
         };
         let t = first.saturating_sub(r.start_ns) as f64 / 1e6;
-        ttft.push(t);
+        self.ttft.record(t);
         for (w, &k) in r.chunks.windows(2).zip(&per_chunk[1..]) {
             let gap = w[1].0.saturating_sub(w[0].0) as f64 / 1e6;
             let k = k.max(1);
-            for _ in 0..k {
-                itl.push(gap / k as f64);
-            }
+            self.itl.record_n(gap / k as f64, k);
         }
         if tokens > 1 {
             let last = r.chunks.last().map_or(first, |c| c.0);
-            tpot.push((e - t) / (tokens - 1) as f64);
+            self.tpot.record((e - t) / (tokens - 1) as f64);
             let span = last.saturating_sub(first) as f64 / 1e9;
             if span > 0.0 {
-                decode.push((tokens - 1) as f64 / span);
+                self.decode.record((tokens - 1) as f64 / span);
             }
         }
     }
-    for v in [&mut ttft, &mut e2e, &mut itl, &mut tpot, &mut decode] {
-        sort(v);
-    }
-    let duration_s = wall_ns as f64 / 1e9;
-    let per_s = |x: f64| {
-        if duration_s > 0.0 {
-            x / duration_s
-        } else {
-            0.0
+
+    /// The cell's figures; `wall_ns` is its measured wall time.
+    pub fn metrics(&self, wall_ns: u64) -> Metrics {
+        let duration_s = wall_ns as f64 / 1e9;
+        let per_s = |x: f64| {
+            if duration_s > 0.0 {
+                x / duration_s
+            } else {
+                0.0
+            }
+        };
+        Metrics {
+            requests: self.requests,
+            failed_requests: self.failed,
+            short_requests: self.short,
+            output_tokens: self.output_tokens,
+            duration_s,
+            output_tok_s: per_s(self.output_tokens as f64),
+            request_per_s: per_s(self.ok() as f64),
+            decode_tok_s_p50: self.decode.percentile(50.0),
+            decode_tok_s_mean: self.decode.mean(),
+            ttft_ms_p50: self.ttft.percentile(50.0).unwrap_or(0.0),
+            ttft_ms_p90: self.ttft.percentile(90.0).unwrap_or(0.0),
+            ttft_ms_p99: self.ttft.percentile(99.0).unwrap_or(0.0),
+            ttft_ms_mean: self.ttft.mean().unwrap_or(0.0),
+            itl_ms_p50: self.itl.percentile(50.0),
+            itl_ms_p90: self.itl.percentile(90.0),
+            itl_ms_p99: self.itl.percentile(99.0),
+            itl_ms_mean: self.itl.mean(),
+            tpot_ms_p50: self.tpot.percentile(50.0),
+            e2e_ms_p50: self.e2e.percentile(50.0).unwrap_or(0.0),
+            e2e_ms_p99: self.e2e.percentile(99.0).unwrap_or(0.0),
+            prompt_tokens_mean: self.prompt_tokens.mean().unwrap_or(0.0),
+            tokens_estimated: self.estimated,
+            accept_len: None,
+            gpu_mem_peak_mib: None,
+            gpu_util_mean: None,
         }
-    };
-    Metrics {
-        requests: records.len() as u64,
-        failed_requests: (records.len() - ok.len()) as u64,
-        short_requests: short,
-        output_tokens,
-        duration_s,
-        output_tok_s: per_s(output_tokens as f64),
-        request_per_s: per_s(ok.len() as f64),
-        decode_tok_s_p50: percentile(&decode, 50.0),
-        decode_tok_s_mean: mean(&decode),
-        ttft_ms_p50: percentile(&ttft, 50.0).unwrap_or(0.0),
-        ttft_ms_p90: percentile(&ttft, 90.0).unwrap_or(0.0),
-        ttft_ms_p99: percentile(&ttft, 99.0).unwrap_or(0.0),
-        ttft_ms_mean: mean(&ttft).unwrap_or(0.0),
-        itl_ms_p50: percentile(&itl, 50.0),
-        itl_ms_p90: percentile(&itl, 90.0),
-        itl_ms_p99: percentile(&itl, 99.0),
-        itl_ms_mean: mean(&itl),
-        tpot_ms_p50: percentile(&tpot, 50.0),
-        e2e_ms_p50: percentile(&e2e, 50.0).unwrap_or(0.0),
-        e2e_ms_p99: percentile(&e2e, 99.0).unwrap_or(0.0),
-        prompt_tokens_mean: mean(&prompt_tokens).unwrap_or(0.0),
-        tokens_estimated: estimated,
-        accept_len: None,
-        gpu_mem_peak_mib: None,
-        gpu_util_mean: None,
     }
+}
+
+fn same_status(a: &RequestError, b: &RequestError) -> bool {
+    match (a, b) {
+        (RequestError::Http { status: x, .. }, RequestError::Http { status: y, .. }) => x == y,
+        _ => true,
+    }
+}
+
+/// Metrics over a list of records (tests and tools; cells fold as they go).
+pub fn compute(records: &[RequestRecord], wall_ns: u64) -> Metrics {
+    let mut s = CellStats::new();
+    for r in records {
+        s.add(r);
+    }
+    s.metrics(wall_ns)
 }
 
 #[cfg(test)]
@@ -198,16 +315,30 @@ mod tests {
         }
     }
 
+    /// Within HDR's resolution (3 significant digits, reported mid-bucket).
+    #[track_caller]
+    fn near(got: Option<f64>, want: f64) {
+        let got = got.expect("a value");
+        assert!(
+            (got - want).abs() <= want.abs() * 0.0005 + 1e-3,
+            "{got} is not within 0.05 % of {want}"
+        );
+    }
+
     #[test]
     fn one_token_per_chunk() {
         // Sent at 0, text at 200, 210, 220, 230, done at 231.
         let r = rec(0, &[(200, 5), (210, 5), (220, 5), (230, 5)], 231, Some(4));
         let m = compute(&[r], 1000 * MS);
         assert_eq!(m.output_tokens, 4);
-        assert_eq!(m.ttft_ms_p50, 200.0);
-        assert_eq!(m.itl_ms_p50, Some(10.0));
-        assert_eq!(m.tpot_ms_p50, Some((231.0 - 200.0) / 3.0));
-        assert_eq!(m.decode_tok_s_p50, Some(3.0 / 0.030));
+        near(Some(m.ttft_ms_p50), 200.0);
+        assert_eq!(m.ttft_ms_mean, 200.0, "means are exact");
+        near(m.itl_ms_p50, 10.0);
+        assert_eq!(m.itl_ms_mean, Some(10.0));
+        near(m.tpot_ms_p50, (231.0 - 200.0) / 3.0);
+        near(m.decode_tok_s_p50, 3.0 / 0.030);
+        near(Some(m.e2e_ms_p50), 231.0);
+        assert_eq!(m.prompt_tokens_mean, 100.0);
         assert_eq!(m.output_tok_s, 4.0);
         assert!(!m.tokens_estimated);
         assert_eq!(m.short_requests, 0);
@@ -221,8 +352,13 @@ mod tests {
         assert_eq!(k, vec![1, 3]);
         assert!(!est);
         let m = compute(&[r], 1000 * MS);
-        assert_eq!(m.itl_ms_p50, Some(10.0));
-        assert_eq!(m.itl_ms_p99, Some(10.0));
+        near(m.itl_ms_p50, 10.0);
+        near(m.itl_ms_p99, 10.0);
+        assert_eq!(
+            m.itl_ms_mean,
+            Some(10.0),
+            "three tokens of 10 ms, not one of 30"
+        );
     }
 
     #[test]
@@ -238,18 +374,63 @@ mod tests {
     fn failed_requests_count_separately() {
         let ok = rec(0, &[(50, 3), (60, 3)], 61, Some(2));
         let mut bad = rec(0, &[], 5, None);
-        bad.error = Some(super::super::client::RequestError::Timeout);
+        bad.error = Some(RequestError::Timeout);
         let m = compute(&[ok, bad], 1000 * MS);
         assert_eq!(m.requests, 2);
         assert_eq!(m.failed_requests, 1);
         assert_eq!(m.output_tokens, 2);
+        near(Some(m.ttft_ms_p50), 50.0);
+        near(Some(m.e2e_ms_p99), 61.0);
     }
 
     #[test]
-    fn percentiles_interpolate() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(percentile(&v, 50.0), Some(2.5));
-        assert_eq!(percentile(&v, 100.0), Some(4.0));
-        assert_eq!(percentile(&[], 50.0), None);
+    fn a_request_without_text_counts_but_has_no_ttft() {
+        let r = rec(0, &[], 40, Some(0));
+        let m = compute(&[r], 1000 * MS);
+        assert_eq!((m.requests, m.output_tokens), (1, 0));
+        assert_eq!(m.ttft_ms_p50, 0.0);
+        assert_eq!(m.itl_ms_p50, None);
+        near(Some(m.e2e_ms_p50), 40.0);
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank_within_resolution() {
+        let mut h = Hist::ms();
+        assert_eq!(h.percentile(50.0), None);
+        for v in 1..=1000 {
+            h.record(v as f64);
+        }
+        near(h.percentile(50.0), 500.0);
+        near(h.percentile(90.0), 900.0);
+        near(h.percentile(99.0), 990.0);
+        near(h.percentile(100.0), 1000.0);
+        assert_eq!(h.mean(), Some(500.5));
+        // Out of range and nonsense values are clamped, never a panic.
+        h.record(f64::NAN);
+        h.record(-3.0);
+        h.record(1e30);
+        assert_eq!(h.count(), 1003);
+    }
+
+    #[test]
+    fn error_examples_keep_the_first_of_each_kind() {
+        let mut s = CellStats::new();
+        for _ in 0..100 {
+            let mut r = rec(0, &[], 1, None);
+            r.error = Some(RequestError::Timeout);
+            s.add(&r);
+        }
+        let mut r = rec(0, &[], 1, None);
+        r.error = Some(RequestError::Http {
+            status: 400,
+            body: "too long".into(),
+        });
+        s.add(&r);
+        assert_eq!(s.failed, 101);
+        assert!(s.errors.len() <= ERROR_EXAMPLES);
+        assert!(s
+            .errors
+            .iter()
+            .any(|e| matches!(e, RequestError::Http { status: 400, .. })));
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use client::{http_client, RequestError, RequestRecord, Target};
-pub use metrics::Metrics;
+pub use metrics::{CellStats, Metrics};
 
 /// How requests arrive.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,22 +42,24 @@ pub struct CellLoad {
     pub stall_timeout: Duration,
 }
 
-/// What one cell measured.
+/// What one cell measured. The records themselves went to the sink.
 #[derive(Debug, Default)]
 pub struct CellRun {
-    pub records: Vec<RequestRecord>,
+    pub stats: CellStats,
     pub wall_ns: u64,
     /// Requests were in flight and no byte arrived for this long.
     pub stalled_for: Option<Duration>,
 }
 
 /// Run a cell: warm-up requests (closed loop, not measured), then the measured
-/// requests. Dropping the future cancels every request.
+/// requests, each handed to `sink` as it finishes and folded into the cell's
+/// statistics. Dropping the future cancels every request.
 pub async fn run_cell(
     client: &reqwest::Client,
     target: &Target,
     load: &CellLoad,
     seq: &AtomicU64,
+    sink: &mut dyn FnMut(&RequestRecord),
 ) -> CellRun {
     if load.warmup > 0 {
         let warm = CellLoad {
@@ -67,20 +69,21 @@ pub async fn run_cell(
             duration: None,
             ..load.clone()
         };
-        let run = drive(client, target, &warm, seq).await;
+        let run = drive(client, target, &warm, seq, &mut |_| {}).await;
         if run.stalled_for.is_some() {
             return run;
         }
     }
-    drive(client, target, load, seq).await
+    drive(client, target, load, seq, sink).await
 }
 
-/// Issue requests per the arrival process and collect their records.
+/// Issue requests per the arrival process and fold their records.
 async fn drive(
     client: &reqwest::Client,
     target: &Target,
     load: &CellLoad,
     seq: &AtomicU64,
+    sink: &mut dyn FnMut(&RequestRecord),
 ) -> CellRun {
     let progress = Arc::new(client::Progress::new());
     let first_seq = seq.fetch_add(load.requests as u64, Ordering::Relaxed);
@@ -90,7 +93,7 @@ async fn drive(
     let mut next_arrival = start;
     let mut set = tokio::task::JoinSet::new();
     let mut issued: u32 = 0;
-    let mut records = Vec::with_capacity(load.requests.min(1 << 16) as usize);
+    let mut stats = CellStats::new();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let slots = load.concurrency.max(1) as usize;
@@ -136,7 +139,8 @@ async fn drive(
         tokio::select! {
             joined = set.join_next(), if !set.is_empty() => {
                 if let Some(Ok(rec)) = joined {
-                    records.push(rec);
+                    stats.add(&rec);
+                    sink(&rec);
                 }
             }
             _ = tokio::time::sleep_until(wake), if more && room => {}
@@ -146,15 +150,14 @@ async fn drive(
                 let idle = now.saturating_sub(progress.last_ns.load(Ordering::Relaxed));
                 if progress.in_flight.load(Ordering::Relaxed) > 0 && idle >= load.stall_timeout.as_nanos() as u64 {
                     set.abort_all();
-                    return CellRun { records, wall_ns: now, stalled_for: Some(Duration::from_nanos(idle)) };
+                    return CellRun { stats, wall_ns: now, stalled_for: Some(Duration::from_nanos(idle)) };
                 }
             }
         }
     }
-    records.sort_by_key(|r| r.start_ns);
     CellRun {
         wall_ns: progress.now_ns(),
-        records,
+        stats,
         stalled_for: None,
     }
 }

@@ -2,8 +2,10 @@
 //! `events.jsonl`, server logs, and reading runs back for resume, export and `open`.
 
 mod record;
+mod requests;
 
 pub use record::{CellRecord, Status};
+pub use requests::{read_requests, RequestsWriter};
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
@@ -149,26 +151,14 @@ impl RunDir {
         Ok(())
     }
 
-    /// Keep a cell's raw per-request timelines (`requests/<cell>.jsonl`), so any
-    /// metric definition can be recomputed later. Best effort: a failure here is
-    /// reported by the caller but never loses the cell's result.
-    pub fn write_requests(
-        &self,
-        cell: &str,
-        records: &[crate::load::RequestRecord],
-    ) -> Result<PathBuf, StoreError> {
-        let dir = self.path.join(REQUESTS);
-        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        let p = dir.join(format!("{}.jsonl", cell.replace('/', "__")));
-        let f = File::create(&p).map_err(io_err(&p))?;
-        let mut w = BufWriter::new(f);
-        for r in records {
-            serde_json::to_writer(&mut w, r)
-                .map_err(|e| StoreError::Invalid(format!("cannot encode request record: {e}")))?;
-            w.write_all(b"\n").map_err(io_err(&p))?;
-        }
-        w.flush().map_err(io_err(&p))?;
-        Ok(p)
+    /// Where a cell's raw per-request timelines go (`requests/<cell>.jsonl`),
+    /// written as requests finish, so any metric can be recomputed later.
+    pub fn requests_writer(&self, cell: &str) -> Result<RequestsWriter, StoreError> {
+        RequestsWriter::create(
+            self.path
+                .join(REQUESTS)
+                .join(format!("{}.jsonl", cell.replace('/', "__"))),
+        )
     }
 
     pub fn log_path(&self, config: &str) -> PathBuf {
