@@ -494,7 +494,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
             request_timeout: std::time::Duration::from_secs_f64(args.request_timeout),
             stall_timeout: std::time::Duration::from_secs_f64(args.request_timeout),
         };
-        let client = load::http_client(cell.concurrency);
+        let pool = Arc::new(load::Pool::new(&target.base).map_err(|e| eyre!(e))?);
         let seq = std::sync::atomic::AtomicU64::new(0);
         let mut writer = match &args.records {
             Some(p) => Some(crate::store::RequestsWriter::create(p.clone())?),
@@ -505,7 +505,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
                 w.write(r);
             }
         };
-        let run = load::run_cell(&client, &target, &cell, &seq, &mut sink).await;
+        let run = load::run_cell(&pool, &target, &cell, &seq, &mut sink).await;
         if let Some(w) = writer.take() {
             let p = w.finish()?;
             eprintln!("request records: {}", p.display());

@@ -917,8 +917,11 @@ impl Engine {
                         model,
                     };
                     let progress = load::client::Progress::new();
+                    let Ok(pool) = load::Pool::new(base) else {
+                        return Ok(false);
+                    };
                     let rec = load::client::send(
-                        client,
+                        &pool,
                         &target,
                         "Hello",
                         1,
@@ -1173,7 +1176,22 @@ impl Engine {
         if let Ok(mut l) = live.server.log.lock() {
             l.accept.clear();
         }
-        let client = load::http_client(cell.concurrency);
+        let client = load::http_client(1);
+        let pool = match load::Pool::new(&live.target.base) {
+            Ok(p) => Arc::new(p),
+            Err(message) => {
+                base.status = Status::Failed;
+                base.failure = Some(Failure {
+                    kind: FailureKind::ConnectionError,
+                    source: FailureSource::Client,
+                    message,
+                    evidence: Vec::new(),
+                    context: None,
+                });
+                base.finished_at = event::now();
+                return CellEnd::Done(base);
+            }
+        };
         let active = self.active_gpus(config);
         if let Some(g) = &self.gpu {
             g.begin_cell(config.gpus.as_deref(), &active);
@@ -1203,7 +1221,7 @@ impl Engine {
                     w.write(r);
                 }
             };
-            let run_fut = load::run_cell(&client, &live.target, &load, &seq, &mut sink);
+            let run_fut = load::run_cell(&pool, &live.target, &load, &seq, &mut sink);
             tokio::pin!(run_fut);
             loop {
                 tokio::select! {

@@ -7,6 +7,10 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+
+use super::conn::Pool;
 use super::sse::SseParser;
 use crate::plan::Api;
 
@@ -20,16 +24,20 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn url(&self) -> String {
+    pub fn path(&self) -> &'static str {
         match self.api {
-            Api::Completions => format!("{}/v1/completions", self.base),
-            Api::Chat => format!("{}/v1/chat/completions", self.base),
+            Api::Completions => "/v1/completions",
+            Api::Chat => "/v1/chat/completions",
         }
+    }
+    pub fn url(&self) -> String {
+        format!("{}{}", self.base, self.path())
     }
 }
 
-/// A connection pool sized to the concurrency, no proxies (benchmarks talk to
-/// the server directly), Nagle off so small SSE chunks are not delayed.
+/// The client for the server's other endpoints (`/tokenize`, `/metrics`,
+/// `/v1/models`): no proxies, Nagle off. Generation requests go through
+/// [`Pool`] instead.
 pub fn http_client(concurrency: u32) -> reqwest::Client {
     reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency.max(1) as usize)
@@ -140,15 +148,18 @@ pub fn request_body(target: &Target, prompt: &str, max_tokens: u32) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
-/// Send one streaming request and time it.
+/// Send one streaming request on a pooled connection and time it. The send
+/// time is taken after the body is encoded, just before the connection is
+/// taken and the request written.
 pub async fn send(
-    client: &reqwest::Client,
+    pool: &Pool,
     target: &Target,
     prompt: &str,
     max_tokens: u32,
     timeout: Duration,
     progress: &Progress,
 ) -> RequestRecord {
+    let body = Bytes::from(request_body(target, prompt, max_tokens));
     let mut rec = RequestRecord {
         start_ns: progress.now_ns(),
         max_tokens,
@@ -157,75 +168,123 @@ pub async fn send(
     progress.touch(rec.start_ns);
     progress.in_flight.fetch_add(1, Ordering::Relaxed);
     let deadline = tokio::time::Instant::now() + timeout;
-    let result = tokio::time::timeout_at(
-        deadline,
-        stream(client, target, prompt, max_tokens, progress, &mut rec),
-    )
-    .await;
+    let result =
+        tokio::time::timeout_at(deadline, stream(pool, target, body, progress, &mut rec)).await;
     if result.is_err() {
         rec.error = Some(RequestError::Timeout);
     }
-    rec.end_ns = progress.now_ns();
+    if rec.end_ns == 0 {
+        rec.end_ns = progress.now_ns();
+    }
     progress.in_flight.fetch_sub(1, Ordering::Relaxed);
     rec
 }
 
-async fn stream(
-    client: &reqwest::Client,
+fn build_request(
+    pool: &Pool,
     target: &Target,
-    prompt: &str,
-    max_tokens: u32,
+    body: Bytes,
+) -> Result<hyper::Request<Full<Bytes>>, String> {
+    hyper::Request::post(format!("{}{}", pool.prefix, target.path()))
+        .header(hyper::header::HOST, pool.authority())
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(hyper::header::ACCEPT, "text/event-stream")
+        .body(Full::new(body))
+        .map_err(|e| format!("cannot build the request: {e}"))
+}
+
+/// A reused keep-alive connection the server had already closed: the request
+/// never reached it and is sent again on a new connection.
+fn stale(e: &hyper::Error) -> bool {
+    e.is_canceled() || e.is_closed() || e.is_incomplete_message()
+}
+
+async fn stream(
+    pool: &Pool,
+    target: &Target,
+    body: Bytes,
     progress: &Progress,
     rec: &mut RequestRecord,
 ) {
-    let body = request_body(target, prompt, max_tokens);
-    let resp = client
-        .post(target.url())
-        .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
-        .body(body)
-        .send()
-        .await;
-    let mut resp = match resp {
-        Ok(r) => r,
-        Err(e) => {
-            rec.error = Some(RequestError::Connection {
-                message: error_chain(&e),
-            });
-            return;
+    let connection_error = |message: String| Some(RequestError::Connection { message });
+    let (mut conn, mut reused) = match pool.take().await {
+        Some(c) => (c, true),
+        None => match pool.connect().await {
+            Ok(c) => (c, false),
+            Err(m) => {
+                rec.error = connection_error(m);
+                return;
+            }
+        },
+    };
+    let resp = loop {
+        let req = match build_request(pool, target, body.clone()) {
+            Ok(r) => r,
+            Err(m) => {
+                rec.error = Some(RequestError::Malformed { message: m });
+                return;
+            }
+        };
+        match conn.send(req).await {
+            Ok(r) => break r,
+            Err(e) if reused && stale(&e) => {
+                reused = false;
+                conn = match pool.connect().await {
+                    Ok(c) => c,
+                    Err(m) => {
+                        rec.error = connection_error(m);
+                        return;
+                    }
+                };
+            }
+            Err(e) => {
+                rec.error = connection_error(error_chain(&e));
+                return;
+            }
         }
     };
     let status = resp.status().as_u16();
     let is_sse = resp
         .headers()
-        .get("content-type")
+        .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("event-stream"));
+    let mut body = resp.into_body();
     if !(200..300).contains(&status) || !is_sse {
         // Error bodies (and a JSON answer to a streaming request) are read whole,
         // bounded, and handed to the classifier.
-        let mut body = Vec::new();
+        let mut text = Vec::new();
+        let mut clean = false;
         loop {
-            match resp.chunk().await {
-                Ok(Some(c)) => {
-                    let room = MAX_ERROR_BODY.saturating_sub(body.len());
-                    body.extend_from_slice(&c[..c.len().min(room)]);
+            match conn.drive(body.frame()).await {
+                Some(Ok(frame)) => {
+                    if let Ok(c) = frame.into_data() {
+                        let room = MAX_ERROR_BODY.saturating_sub(text.len());
+                        text.extend_from_slice(&c[..c.len().min(room)]);
+                    }
                 }
-                Ok(None) => break,
-                Err(_) => break,
+                Some(Err(_)) => break,
+                None => {
+                    clean = true;
+                    break;
+                }
             }
         }
-        let body = String::from_utf8_lossy(&body).into_owned();
+        rec.end_ns = progress.now_ns();
+        if clean {
+            pool.put(conn);
+        }
+        let text = String::from_utf8_lossy(&text).into_owned();
         rec.error = Some(if (200..300).contains(&status) {
-            if body.contains("\"error\"") {
-                RequestError::InStream { body }
+            if text.contains("\"error\"") {
+                RequestError::InStream { body: text }
             } else {
                 RequestError::Malformed {
-                    message: format!("expected an event stream, got: {}", truncate(&body, 300)),
+                    message: format!("expected an event stream, got: {}", truncate(&text, 300)),
                 }
             }
         } else {
-            RequestError::Http { status, body }
+            RequestError::Http { status, body: text }
         });
         return;
     }
@@ -233,13 +292,14 @@ async fn stream(
     let mut parser = SseParser::new();
     let mut done = false;
     loop {
-        let chunk = match resp.chunk().await {
-            Ok(Some(c)) => c,
-            Ok(None) => break,
-            Err(e) => {
-                rec.error = Some(RequestError::Connection {
-                    message: error_chain(&e),
-                });
+        let chunk = match conn.drive(body.frame()).await {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(c) => c,
+                Err(_) => continue, // trailers
+            },
+            None => break,
+            Some(Err(e)) => {
+                rec.error = connection_error(error_chain(&e));
                 return;
             }
         };
@@ -262,10 +322,26 @@ async fn stream(
             return;
         }
         if done {
+            rec.end_ns = now;
+            // Read the end of the chunked body (normally already here) so the
+            // connection can serve the next request.
+            let rest = tokio::time::timeout(Duration::from_millis(200), async {
+                loop {
+                    match conn.drive(body.frame()).await {
+                        Some(Ok(_)) => continue,
+                        Some(Err(_)) => return false,
+                        None => return true,
+                    }
+                }
+            });
+            if rest.await.unwrap_or(false) {
+                pool.put(conn);
+            }
             return;
         }
     }
     let now = progress.now_ns();
+    rec.end_ns = now;
     let mut err = None;
     parser.finish(&mut |data| {
         if err.is_none() && !done {
@@ -276,6 +352,8 @@ async fn stream(
         rec.error = Some(e);
     } else if !done {
         rec.error = Some(RequestError::Truncated);
+    } else {
+        pool.put(conn);
     }
 }
 
@@ -477,6 +555,100 @@ mod tests {
         assert!(
             matches!(err, Some(RequestError::Malformed { .. })),
             "{err:?}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const SSE: &str = "data: {\"choices\":[{\"text\":\" hi\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n";
+
+    /// Answers each connection's requests with one SSE stream, then closes the
+    /// connection after `per_conn` requests without saying so (no
+    /// `connection: close`), as a server restarting its workers might.
+    async fn server(per_conn: usize) -> (u16, std::sync::Arc<AtomicU64>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accepted = std::sync::Arc::new(AtomicU64::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                for _ in 0..per_conn {
+                    let mut buf = vec![0u8; 64 << 10];
+                    let mut got = Vec::new();
+                    // Read the head and the body (content-length).
+                    loop {
+                        let n = s.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&got).to_string();
+                        if let Some(h) = text.find("\r\n\r\n") {
+                            let len = text[..h]
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length: "))
+                                .and_then(|v| v.trim().parse::<usize>().ok())
+                                .unwrap_or(0);
+                            if got.len() >= h + 4 + len {
+                                break;
+                            }
+                        }
+                    }
+                    let body = format!("{:x}\r\n{SSE}\r\n0\r\n\r\n", SSE.len());
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                    let _ = s.write_all(format!("{head}{body}").as_bytes()).await;
+                }
+                drop(s);
+            }
+        });
+        (port, accepted)
+    }
+
+    fn target(port: u16) -> Target {
+        Target {
+            base: format!("http://127.0.0.1:{port}"),
+            api: Api::Completions,
+            model: "m".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn keep_alive_connections_are_reused() {
+        let (port, server) = server(2).await;
+        let t = target(port);
+        let pool = Pool::new(&t.base).unwrap();
+        let progress = Progress::new();
+        for _ in 0..2 {
+            let r = send(&pool, &t, "x", 1, Duration::from_secs(10), &progress).await;
+            assert!(r.ok(), "{:?}", r.error);
+            assert_eq!((r.chunks.len(), r.completion_tokens), (1, Some(1)));
+        }
+        assert_eq!(
+            server.load(Ordering::SeqCst),
+            1,
+            "two requests, one connection"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_is_replaced_not_a_failure() {
+        let (port, server) = server(1).await;
+        let t = target(port);
+        let pool = Pool::new(&t.base).unwrap();
+        let progress = Progress::new();
+        for i in 0..3 {
+            let r = send(&pool, &t, "x", 1, Duration::from_secs(10), &progress).await;
+            assert!(r.ok(), "request {i}: {:?}", r.error);
+        }
+        assert_eq!(
+            server.load(Ordering::SeqCst),
+            3,
+            "one connection per request"
         );
     }
 }

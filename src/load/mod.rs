@@ -3,6 +3,7 @@
 //! a cell failed (that is `detect`).
 
 pub mod client;
+pub mod conn;
 pub mod metrics;
 pub mod prompt;
 pub mod spec;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use client::{http_client, RequestError, RequestRecord, Target};
+pub use conn::Pool;
 pub use metrics::{CellStats, Metrics};
 
 /// How requests arrive.
@@ -55,7 +57,7 @@ pub struct CellRun {
 /// requests, each handed to `sink` as it finishes and folded into the cell's
 /// statistics. Dropping the future cancels every request.
 pub async fn run_cell(
-    client: &reqwest::Client,
+    pool: &Arc<Pool>,
     target: &Target,
     load: &CellLoad,
     seq: &AtomicU64,
@@ -69,17 +71,17 @@ pub async fn run_cell(
             duration: None,
             ..load.clone()
         };
-        let run = drive(client, target, &warm, seq, &mut |_| {}).await;
+        let run = drive(pool, target, &warm, seq, &mut |_| {}).await;
         if run.stalled_for.is_some() {
             return run;
         }
     }
-    drive(client, target, load, seq, sink).await
+    drive(pool, target, load, seq, sink).await
 }
 
 /// Issue requests per the arrival process and fold their records.
 async fn drive(
-    client: &reqwest::Client,
+    pool: &Arc<Pool>,
     target: &Target,
     load: &CellLoad,
     seq: &AtomicU64,
@@ -114,8 +116,8 @@ async fn drive(
             if let Arrival::Poisson { rate, .. } = load.arrival {
                 next_arrival += exponential(&mut rng, rate);
             }
-            let (client, target, progress, prompts) = (
-                client.clone(),
+            let (pool, target, progress, prompts) = (
+                pool.clone(),
                 target.clone(),
                 progress.clone(),
                 load.prompts.clone(),
@@ -124,7 +126,7 @@ async fn drive(
             set.spawn(async move {
                 let body = &prompts[(i as usize) % prompts.len().max(1)];
                 let text = format!("{}{}", prompt::nonce(first_seq + i), body);
-                client::send(&client, &target, &text, max_tokens, timeout, &progress).await
+                client::send(&pool, &target, &text, max_tokens, timeout, &progress).await
             });
             continue;
         }

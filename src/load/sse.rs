@@ -28,7 +28,7 @@ impl SseParser {
         self.buf.extend_from_slice(bytes);
         let mut start = 0;
         let mut i = self.scanned;
-        while let Some(off) = self.buf[i..].iter().position(|&b| b == b'\n') {
+        while let Some(off) = memchr::memchr(b'\n', &self.buf[i..]) {
             let end = i + off;
             let mut line = &self.buf[start..end];
             if line.last() == Some(&b'\r') {

@@ -1,0 +1,186 @@
+//! The client's HTTP/1.1 keep-alive connections, one per request in flight.
+//!
+//! A request takes a connection from the pool and drives it in its own task:
+//! the request is written in the same poll that took its send time, and each
+//! chunk is read, parsed and timed where it arrives, without a hop through a
+//! separate connection task (which would add a wake-up per chunk and, with
+//! many requests starting at once, queueing between the send time and the
+//! write). No proxies: benchmarks talk to the server directly.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::Poll;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::client::conn::http1::{self, Connection, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+type Driver = Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
+
+/// One open connection: the handle requests are sent on, and the future that
+/// does its I/O (polled by whoever is using the connection).
+pub struct Conn {
+    pub sender: SendRequest<Full<Bytes>>,
+    driver: Option<Driver>,
+}
+
+/// Await `fut` while driving the connection's I/O in the same task.
+async fn drive_with<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    poll_fn(|cx| {
+        if let Some(d) = driver.as_mut() {
+            if d.as_mut().poll(cx).is_ready() {
+                // Closed (by either side): whatever is pending now ends.
+                *driver = None;
+            }
+        }
+        fut.as_mut().poll(cx)
+    })
+    .await
+}
+
+impl Conn {
+    /// Await `fut` (e.g. the next body frame) while driving the connection.
+    pub async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
+        drive_with(&mut self.driver, fut).await
+    }
+
+    /// Send a request and await its response head.
+    pub async fn send(
+        &mut self,
+        req: hyper::Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error> {
+        let Conn { sender, driver } = self;
+        drive_with(driver, poll_fn(|cx| sender.poll_ready(cx))).await?;
+        let fut = sender.send_request(req);
+        drive_with(driver, fut).await
+    }
+
+    /// Whether the connection can take another request now: its driver has not
+    /// seen the server close it.
+    async fn still_open(&mut self) -> bool {
+        let driver = &mut self.driver;
+        poll_fn(|cx| {
+            Poll::Ready(match driver.as_mut() {
+                Some(d) => d.as_mut().poll(cx).is_pending(),
+                None => false,
+            })
+        })
+        .await
+            && self.sender.is_ready()
+    }
+}
+
+/// Where requests go, and the idle connections to it.
+pub struct Pool {
+    host: String,
+    port: u16,
+    /// `host:port` for the Host header.
+    authority: String,
+    /// Path prefix of the base URL, without a trailing slash.
+    pub prefix: String,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl Pool {
+    /// A pool for `http://host[:port][/prefix]`.
+    pub fn new(base: &str) -> Result<Pool, String> {
+        let uri: hyper::Uri = base
+            .parse()
+            .map_err(|e| format!("{base}: not a URL ({e})"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(other) => {
+                return Err(format!("{base}: only http:// is supported, not {other}://"))
+            }
+            None => return Err(format!("{base}: the URL needs http://")),
+        }
+        let host = uri
+            .host()
+            .ok_or_else(|| format!("{base}: no host in the URL"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(80);
+        Ok(Pool {
+            authority: uri
+                .authority()
+                .map(|a| a.as_str().to_string())
+                .unwrap_or_else(|| host.clone()),
+            host,
+            port,
+            prefix: uri.path().trim_end_matches('/').to_string(),
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// An idle connection that is still open, if there is one.
+    pub async fn take(&self) -> Option<Conn> {
+        loop {
+            let c = self.idle.lock().ok()?.pop();
+            let mut c = c?;
+            if c.still_open().await {
+                return Some(c);
+            }
+        }
+    }
+
+    /// Open a new connection (Nagle off: small SSE chunks must not wait).
+    pub async fn connect(&self) -> Result<Conn, String> {
+        let stream = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| format!("connect to {}:{}: {e}", self.host, self.port))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, driver) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP handshake with {}:{}: {e}", self.host, self.port))?;
+        Ok(Conn {
+            sender,
+            driver: Some(Box::pin(driver)),
+        })
+    }
+
+    /// Give a connection back after a request that completed cleanly.
+    pub fn put(&self, c: Conn) {
+        if c.driver.is_some() {
+            if let Ok(mut idle) = self.idle.lock() {
+                idle.push(c);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_parse_or_say_why_not() {
+        let p = Pool::new("http://127.0.0.1:30000").unwrap();
+        assert_eq!(
+            (p.host.as_str(), p.port, p.prefix.as_str()),
+            ("127.0.0.1", 30000, "")
+        );
+        assert_eq!(p.authority(), "127.0.0.1:30000");
+        let p = Pool::new("http://gpu-box/api/").unwrap();
+        assert_eq!(
+            (p.host.as_str(), p.port, p.prefix.as_str()),
+            ("gpu-box", 80, "/api")
+        );
+        let p = Pool::new("http://[::1]:8000").unwrap();
+        assert_eq!(p.host, "::1");
+        assert!(Pool::new("https://x:1")
+            .err()
+            .unwrap()
+            .contains("only http://"));
+        assert!(Pool::new("127.0.0.1:30000").is_err());
+        assert!(Pool::new("http://").is_err());
+    }
+}
