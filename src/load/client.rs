@@ -577,33 +577,35 @@ mod pool_tests {
         tokio::spawn(async move {
             while let Ok((mut s, _)) = l.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
-                for _ in 0..per_conn {
-                    let mut buf = vec![0u8; 64 << 10];
-                    let mut got = Vec::new();
-                    // Read the head and the body (content-length).
-                    loop {
-                        let n = s.read(&mut buf).await.unwrap_or(0);
-                        if n == 0 {
-                            break;
-                        }
-                        got.extend_from_slice(&buf[..n]);
-                        let text = String::from_utf8_lossy(&got).to_string();
-                        if let Some(h) = text.find("\r\n\r\n") {
-                            let len = text[..h]
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length: "))
-                                .and_then(|v| v.trim().parse::<usize>().ok())
-                                .unwrap_or(0);
-                            if got.len() >= h + 4 + len {
+                tokio::spawn(async move {
+                    for _ in 0..per_conn {
+                        let mut buf = vec![0u8; 64 << 10];
+                        let mut got = Vec::new();
+                        // Read the head and the body (content-length).
+                        loop {
+                            let n = s.read(&mut buf).await.unwrap_or(0);
+                            if n == 0 {
                                 break;
                             }
+                            got.extend_from_slice(&buf[..n]);
+                            let text = String::from_utf8_lossy(&got).to_string();
+                            if let Some(h) = text.find("\r\n\r\n") {
+                                let len = text[..h]
+                                    .lines()
+                                    .find_map(|l| l.strip_prefix("content-length: "))
+                                    .and_then(|v| v.trim().parse::<usize>().ok())
+                                    .unwrap_or(0);
+                                if got.len() >= h + 4 + len {
+                                    break;
+                                }
+                            }
                         }
+                        let body = format!("{:x}\r\n{SSE}\r\n0\r\n\r\n", SSE.len());
+                        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                        let _ = s.write_all(format!("{head}{body}").as_bytes()).await;
                     }
-                    let body = format!("{:x}\r\n{SSE}\r\n0\r\n\r\n", SSE.len());
-                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-                    let _ = s.write_all(format!("{head}{body}").as_bytes()).await;
-                }
-                drop(s);
+                    drop(s);
+                });
             }
         });
         (port, accepted)
@@ -632,6 +634,32 @@ mod pool_tests {
             server.load(Ordering::SeqCst),
             1,
             "two requests, one connection"
+        );
+    }
+
+    #[tokio::test]
+    async fn prewarmed_connections_serve_the_first_requests() {
+        let (port, server) = server(1).await;
+        let t = target(port);
+        let pool = Pool::new(&t.base).unwrap();
+        pool.prewarm(3).await;
+        // The server task accepts them in its own time: wait for that state.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while server.load(Ordering::SeqCst) < 3 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("three connections accepted");
+        let progress = Progress::new();
+        for _ in 0..3 {
+            let r = send(&pool, &t, "x", 1, Duration::from_secs(10), &progress).await;
+            assert!(r.ok(), "{:?}", r.error);
+        }
+        assert_eq!(
+            server.load(Ordering::SeqCst),
+            3,
+            "no connect while a request was timed"
         );
     }
 

@@ -147,6 +147,27 @@ impl Pool {
         })
     }
 
+    /// Open connections until `n` are idle (a few at a time), so the first
+    /// measured requests do not pay for TCP and HTTP set-up. Failures are left
+    /// for the requests themselves to meet and report.
+    pub async fn prewarm(&self, n: usize) {
+        let have = self.idle.lock().map(|i| i.len()).unwrap_or(n);
+        let mut missing = n.saturating_sub(have);
+        while missing > 0 {
+            let batch = missing.min(32);
+            let opened = futures_util::future::join_all((0..batch).map(|_| self.connect())).await;
+            let mut ok = 0;
+            for c in opened.into_iter().flatten() {
+                self.put(c);
+                ok += 1;
+            }
+            if ok == 0 {
+                return;
+            }
+            missing -= batch;
+        }
+    }
+
     /// Give a connection back after a request that completed cleanly.
     pub fn put(&self, c: Conn) {
         if c.driver.is_some() {

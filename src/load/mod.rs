@@ -63,6 +63,13 @@ pub async fn run_cell(
     seq: &AtomicU64,
     sink: &mut dyn FnMut(&RequestRecord),
 ) -> CellRun {
+    // Bounded: a host that drops SYNs must not hold the cell here (the
+    // requests then meet the problem and report it).
+    let _ = tokio::time::timeout(
+        Duration::from_secs(10),
+        pool.prewarm(load.concurrency as usize),
+    )
+    .await;
     if load.warmup > 0 {
         let warm = CellLoad {
             arrival: Arrival::Closed,
