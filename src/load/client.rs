@@ -611,6 +611,12 @@ mod pool_tests {
         (port, accepted)
     }
 
+    async fn request_ok(pool: &Pool, t: &Target, progress: &Progress) -> RequestRecord {
+        let r = send(pool, t, "x", 1, Duration::from_secs(10), progress).await;
+        assert!(r.ok(), "{:?}", r.error);
+        r
+    }
+
     fn target(port: u16) -> Target {
         Target {
             base: format!("http://127.0.0.1:{port}"),
@@ -626,8 +632,7 @@ mod pool_tests {
         let pool = Pool::new(&t.base).unwrap();
         let progress = Progress::new();
         for _ in 0..2 {
-            let r = send(&pool, &t, "x", 1, Duration::from_secs(10), &progress).await;
-            assert!(r.ok(), "{:?}", r.error);
+            let r = request_ok(&pool, &t, &progress).await;
             assert_eq!((r.chunks.len(), r.completion_tokens), (1, Some(1)));
         }
         assert_eq!(
@@ -653,8 +658,7 @@ mod pool_tests {
         .expect("three connections accepted");
         let progress = Progress::new();
         for _ in 0..3 {
-            let r = send(&pool, &t, "x", 1, Duration::from_secs(10), &progress).await;
-            assert!(r.ok(), "{:?}", r.error);
+            request_ok(&pool, &t, &progress).await;
         }
         assert_eq!(
             server.load(Ordering::SeqCst),
@@ -669,9 +673,8 @@ mod pool_tests {
         let t = target(port);
         let pool = Pool::new(&t.base).unwrap();
         let progress = Progress::new();
-        for i in 0..3 {
-            let r = send(&pool, &t, "x", 1, Duration::from_secs(10), &progress).await;
-            assert!(r.ok(), "request {i}: {:?}", r.error);
+        for _ in 0..3 {
+            request_ok(&pool, &t, &progress).await;
         }
         assert_eq!(
             server.load(Ordering::SeqCst),
