@@ -454,6 +454,13 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
         .wrap_err("cannot start the async runtime")?;
     rt.block_on(async move {
         let base = args.url.trim_end_matches('/').to_string();
+        let pool = match load::Pool::new(&base) {
+            Ok(p) => Arc::new(p),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(2);
+            }
+        };
         let probe = load::http_client(1);
         let (listed, limit) = load::server_model(&probe, &base).await;
         let model = args
@@ -494,7 +501,6 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
             request_timeout: std::time::Duration::from_secs_f64(args.request_timeout),
             stall_timeout: std::time::Duration::from_secs_f64(args.request_timeout),
         };
-        let pool = Arc::new(load::Pool::new(&target.base).map_err(|e| eyre!(e))?);
         let seq = std::sync::atomic::AtomicU64::new(0);
         let mut writer = match &args.records {
             Some(p) => Some(crate::store::RequestsWriter::create(p.clone())?),

@@ -85,3 +85,18 @@ fn loadtest_measures_a_fixed_pace_server() {
     assert_eq!(again.itl_ms_p50, m["itl_ms_p50"].as_f64());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_url_the_client_cannot_use_is_a_clear_error() {
+    for (url, says) in [
+        ("https://127.0.0.1:1", "only http:// is supported"),
+        ("127.0.0.1:30000", "needs http://"),
+    ] {
+        let mut cmd = Command::new(bin());
+        cmd.args(["loadtest", url, "--requests", "1"]);
+        let out = run_with_deadline(cmd, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert!(err.contains(url) && err.contains(says), "{url}: {err}");
+    }
+}
