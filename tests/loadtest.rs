@@ -67,11 +67,12 @@ fn loadtest_measures_a_fixed_pace_server() {
     // The prompt reached its target exactly, as the server counts tokens.
     assert_eq!(m["prompt_tokens_measured"], 256);
     assert_eq!(m["prompt_tokens_mean"].as_f64(), Some(256.0));
-    // Loose bounds (a busy machine); the README has the precise figures.
+    // Bounds with room for a busy machine; `cargo bench --bench load` has the
+    // precise figures.
     let ttft = m["ttft_ms_p50"].as_f64().unwrap();
     let itl = m["itl_ms_p50"].as_f64().unwrap();
-    assert!((199.0..215.0).contains(&ttft), "TTFT p50 {ttft}");
-    assert!((9.8..10.5).contains(&itl), "ITL p50 {itl}");
+    assert!((199.0..205.0).contains(&ttft), "TTFT p50 {ttft}");
+    assert!((9.8..10.2).contains(&itl), "ITL p50 {itl}");
     // The raw timelines went to --records, one line per request, and give the
     // same figures again.
     let recs = sweeptop::store::read_requests(&records).unwrap();

@@ -23,7 +23,7 @@ type Driver = Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
 /// One open connection: the handle requests are sent on, and the future that
 /// does its I/O (polled by whoever is using the connection).
 pub struct Conn {
-    pub sender: SendRequest<Full<Bytes>>,
+    sender: SendRequest<Full<Bytes>>,
     driver: Option<Driver>,
 }
 
