@@ -358,35 +358,20 @@ impl ViewState {
                     }
                     _ => {}
                 }
-                let config = self
-                    .config
-                    .as_ref()
-                    .map(|c| c.id.clone())
-                    .unwrap_or_default();
-                self.note(&config, ev);
+                self.note_current(ev);
             }
             Event::Paused { at } | Event::Resumed { at } => {
                 if at.as_str() >= self.sweep.paused_at.as_str() {
                     self.sweep.paused = matches!(ev, Event::Paused { .. });
                     self.sweep.paused_at = at.clone();
                 }
-                let config = self
-                    .config
-                    .as_ref()
-                    .map(|c| c.id.clone())
-                    .unwrap_or_default();
-                self.note(&config, ev);
+                self.note_current(ev);
             }
             Event::Notice { level, message, .. } => {
                 if *level != Level::Info {
                     self.last_notice = Some((*level, message.clone()));
                 }
-                let config = self
-                    .config
-                    .as_ref()
-                    .map(|c| c.id.clone())
-                    .unwrap_or_default();
-                self.note(&config, ev);
+                self.note_current(ev);
             }
             Event::Gpu { snapshot } => self.gpu_sample(snapshot),
             Event::Log { config, line, mark } => self.log.push(LogLine {
@@ -519,6 +504,16 @@ impl ViewState {
     }
 
     /// sweeptop's own line in the log pane, worded as the headless progress.
+    /// A note attributed to the config running now (none between configs).
+    fn note_current(&mut self, ev: &Event) {
+        let config = self
+            .config
+            .as_ref()
+            .map(|c| c.id.clone())
+            .unwrap_or_default();
+        self.note(&config, ev);
+    }
+
     fn note(&mut self, config: &str, ev: &Event) {
         if let Some(text) = crate::headless::line(ev) {
             self.log.push(LogLine {
