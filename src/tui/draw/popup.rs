@@ -11,6 +11,7 @@ use crate::tui::app::App;
 use crate::tui::grid::{context_label, ms_label, rate_label, ValueMode};
 use crate::tui::keymap::BINDINGS;
 use crate::tui::state::{parse_ms, Server};
+use crate::tui::theme::Theme;
 
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width.saturating_sub(2)).max(1);
@@ -149,6 +150,21 @@ pub fn help(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
     );
 }
 
+/// A line of answers: each is one or more keys (`y / Enter`) and what it does.
+fn key_hints(t: &Theme, hints: &[(&[&str], &str)]) -> Line<'static> {
+    let mut spans = Vec::new();
+    for (keys, label) in hints {
+        for (i, key) in keys.iter().enumerate() {
+            if i > 0 {
+                spans.push(Span::styled(" / ", t.popup));
+            }
+            spans.push(Span::styled(format!(" {key} "), t.hint_key));
+        }
+        spans.push(Span::styled(label.to_string(), t.popup));
+    }
+    Line::from(spans)
+}
+
 pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme();
     let dir = app.run_dir.display().to_string();
@@ -164,16 +180,14 @@ pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
                 t.popup,
             ),
             Line::raw(""),
-            Line::from(vec![
-                Span::styled(" y ", t.hint_key),
-                Span::styled(" stop    ", t.popup),
-                Span::styled(" d ", t.hint_key),
-                Span::styled(" detach    ", t.popup),
-                Span::styled(" n ", t.hint_key),
-                Span::styled(" / ", t.popup),
-                Span::styled(" Esc ", t.hint_key),
-                Span::styled(" cancel", t.popup),
-            ]),
+            key_hints(
+                t,
+                &[
+                    (&["y"], " stop    "),
+                    (&["d"], " detach    "),
+                    (&["n", "Esc"], " cancel"),
+                ],
+            ),
         ];
         show(
             frame,
@@ -200,16 +214,13 @@ pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
         Line::styled(" continue later with", t.popup),
         Line::styled(format!("   sweeptop run --resume {dir}"), t.title),
         Line::raw(""),
-        Line::from(vec![
-            Span::styled(" y ", t.hint_key),
-            Span::styled(" / ", t.popup),
-            Span::styled(" Enter ", t.hint_key),
-            Span::styled(" quit    ", t.popup),
-            Span::styled(" n ", t.hint_key),
-            Span::styled(" / ", t.popup),
-            Span::styled(" Esc ", t.hint_key),
-            Span::styled(" keep running", t.popup),
-        ]),
+        key_hints(
+            t,
+            &[
+                (&["y", "Enter"], " quit    "),
+                (&["n", "Esc"], " keep running"),
+            ],
+        ),
     ];
     let w = (dir.chars().count() as u16 + 30).clamp(58, area.width);
     show(frame, app, centered(area, w, 11), " Quit ".into(), lines, 0);
