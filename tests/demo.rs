@@ -36,21 +36,7 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
     let mut ok = 0;
     let mut with_gpu = 0;
     for r in &results {
-        for key in [
-            "cell",
-            "config",
-            "phase",
-            "workload",
-            "context_tokens",
-            "concurrency",
-            "status",
-            "failure",
-            "metrics",
-            "started_at",
-            "finished_at",
-        ] {
-            assert!(r.get(key).is_some(), "{key} missing in {r}");
-        }
+        assert_result_line(r);
         if r["status"] == "ok" {
             ok += 1;
             let m = &r["metrics"];

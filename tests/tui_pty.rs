@@ -94,21 +94,7 @@ fn demo_on_a_terminal_shows_the_crash_and_obeys_pause_skip_export_quit() {
     assert!(!results.is_empty());
     let mut status_of: HashMap<String, String> = HashMap::new();
     for r in &results {
-        for key in [
-            "cell",
-            "config",
-            "phase",
-            "workload",
-            "context_tokens",
-            "concurrency",
-            "status",
-            "failure",
-            "metrics",
-            "started_at",
-            "finished_at",
-        ] {
-            assert!(r.get(key).is_some(), "{key} missing in {r}");
-        }
+        assert_result_line(r);
         if r["status"] == "ok" {
             assert!(r["metrics"]["output_tok_s"].as_f64().unwrap() > 0.0, "{r}");
         }

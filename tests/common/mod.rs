@@ -104,6 +104,25 @@ pub fn results(dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Every field a result line always has (the contract users' scripts read).
+pub fn assert_result_line(r: &serde_json::Value) {
+    for key in [
+        "cell",
+        "config",
+        "phase",
+        "workload",
+        "context_tokens",
+        "concurrency",
+        "status",
+        "failure",
+        "metrics",
+        "started_at",
+        "finished_at",
+    ] {
+        assert!(r.get(key).is_some(), "{key} missing in {r}");
+    }
+}
+
 pub fn events(dir: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
     text.lines()
