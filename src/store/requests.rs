@@ -113,15 +113,13 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, StoreError> {
     } else {
         Box::new(f)
     };
-    let lines: Vec<String> = BufReader::new(reader)
-        .lines()
-        .collect::<Result<_, _>>()
-        .map_err(io_err(path))?;
-    let mut out = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        match serde_json::from_str(line) {
+    let mut out = Vec::new();
+    let mut lines = BufReader::new(reader).lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let line = line.map_err(io_err(path))?;
+        match serde_json::from_str(&line) {
             Ok(r) => out.push(r),
-            Err(_) if i + 1 == lines.len() => break,
+            Err(_) if lines.peek().is_none() => break,
             Err(e) => {
                 return Err(StoreError::Invalid(format!(
                     "{}:{}: not a request record: {e}",
