@@ -461,7 +461,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<i32> {
                 return Ok(2);
             }
         };
-        let probe = load::http_client(1);
+        let probe = load::http_client();
         let (listed, limit) = load::server_model(&probe, &base).await;
         let model = args
             .model

@@ -158,6 +158,8 @@ pub struct Engine {
     /// The latest status of every recorded cell.
     statuses: std::collections::HashMap<String, Status>,
     gpu: Option<crate::gpu::Telemetry>,
+    /// For the server's side endpoints (health, models, tokenize, metrics).
+    http: reqwest::Client,
 }
 
 /// A cell's prompt bodies and their measured token count.
@@ -204,6 +206,7 @@ impl Engine {
             seq: Arc::new(AtomicU64::new(0)),
             statuses,
             gpu: None,
+            http: load::http_client(),
         };
         for p in results.problems {
             engine.notice(Level::Warn, p);
@@ -823,7 +826,7 @@ impl Engine {
             );
         }
         let base = format!("http://{}:{}", url_host(&config.host), port);
-        let client = load::http_client(1);
+        let client = self.http.clone();
         match self.wait_ready(config, &mut server, &client, &base).await {
             Ok(true) => {}
             Ok(false) => {
@@ -1092,7 +1095,7 @@ impl Engine {
             context: None,
         })?;
         if live.measure.is_none() {
-            let client = load::http_client(1);
+            let client = self.http.clone();
             let local = config_tokenizer(&plan, &cell.config);
             let (m, notice) =
                 load::tokenizer::Measure::choose(&client, &live.target, local.as_deref()).await;
@@ -1176,7 +1179,7 @@ impl Engine {
         if let Ok(mut l) = live.server.log.lock() {
             l.accept.clear();
         }
-        let client = load::http_client(1);
+        let client = self.http.clone();
         let pool = match load::Pool::new(&live.target.base) {
             Ok(p) => Arc::new(p),
             Err(message) => {

@@ -38,9 +38,9 @@ impl Target {
 /// The client for the server's other endpoints (`/tokenize`, `/metrics`,
 /// `/v1/models`): no proxies, Nagle off. Generation requests go through
 /// [`Pool`] instead.
-pub fn http_client(concurrency: u32) -> reqwest::Client {
+pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
-        .pool_max_idle_per_host(concurrency.max(1) as usize)
+        .pool_max_idle_per_host(1)
         .tcp_nodelay(true)
         .no_proxy()
         .build()
