@@ -7,6 +7,20 @@ use std::time::Duration;
 
 use common::*;
 
+/// `GET /health` answers 200.
+fn health_ok(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut reply = String::new();
+    s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .is_ok()
+        && s.read_to_string(&mut reply).is_ok()
+        && reply.starts_with("HTTP/1.1 200")
+}
+
 #[test]
 fn loadtest_measures_a_fixed_pace_server() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -32,8 +46,9 @@ fn loadtest_measures_a_fixed_pace_server() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_until(Duration::from_secs(20), "the server to listen", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    // Listening is not ready: until its start-up is done the server answers 503.
+    wait_until(Duration::from_secs(20), "the server to be healthy", || {
+        health_ok(port)
     });
     let dir = scratch("loadtest");
     let records = dir.join("req.jsonl");
