@@ -148,10 +148,13 @@ impl Screen {
         queue!(self.terminal.backend_mut(), BeginSynchronizedUpdate)?;
         self.terminal.draw(|f| draw::draw(f, app))?;
         queue!(self.terminal.backend_mut(), EndSynchronizedUpdate)?;
-        let bytes = std::mem::take(&mut *self.bytes.borrow_mut());
+        // Written from the shared buffer, then cleared: its capacity is kept
+        // for the next frame.
+        let mut bytes = self.bytes.borrow_mut();
         let mut out = io::stdout().lock();
-        out.write_all(&bytes)?;
-        out.flush()
+        let written = out.write_all(&bytes).and_then(|()| out.flush());
+        bytes.clear();
+        written
     }
 }
 
