@@ -373,7 +373,7 @@ impl Engine {
     /// real state rather than the last busy sample.
     async fn settle_gpu(&self) {
         if let Some(g) = &self.gpu {
-            let _ = g.fresh_after(unix_ms()).await;
+            let _ = g.fresh_after(crate::gpu::unix_ms()).await;
         }
     }
 
@@ -711,7 +711,7 @@ impl Engine {
             }
         }
         let fresh = match &self.gpu {
-            Some(g) => g.fresh_after(unix_ms()).await,
+            Some(g) => g.fresh_after(crate::gpu::unix_ms()).await,
             None => None,
         };
         if let Some(snap) = fresh {
@@ -1358,13 +1358,6 @@ fn config_tokenizer(plan: &Plan, config: &str) -> Option<PathBuf> {
     plan.config(config)
         .and_then(|c| c.tokenizer.as_ref())
         .map(PathBuf::from)
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn skip_of(c: &Command) -> Option<Between> {
