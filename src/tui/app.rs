@@ -12,7 +12,7 @@ use crate::event::{Event, Level};
 use crate::store::{self, Status};
 
 use super::draw;
-use super::grid::{CellView, Grid, ValueMode};
+use super::grid::{Grid, ValueMode};
 use super::keymap::{Chord, Key, Keymap};
 use super::state::{LineKind, LogLine, LogTail, Shown, Sweep, ViewState};
 use super::theme::Theme;
@@ -903,15 +903,6 @@ impl App {
         let config = self.grid.configs.get(self.ui.sel_config)?;
         let id = self.grid.cell_id(&config.id, self.ui.sel_col?)?;
         self.view.records.get(id)
-    }
-
-    pub fn selected_view(&self) -> Option<CellView> {
-        Some(self.grid.cell(
-            &self.view,
-            self.ui.value,
-            self.ui.sel_config,
-            self.ui.sel_col?,
-        ))
     }
 }
 
