@@ -1,17 +1,57 @@
-//! sweeptop: drives benchmark sweeps of LLM inference servers and shows them live.
-//! See ARCHITECTURE.md in the README for the shape: plan → engine → events →
-//! (store, views); `detect` decides failures, `load` measures, `sim` simulates.
+//! sweeptop drives benchmark sweeps of LLM inference servers and shows them
+//! live: per config it launches the server, waits until it is ready, runs the
+//! workload cells, records each result durably and stops the server, while a
+//! dashboard shows the GPUs, the server log and a results grid that flags
+//! crashes and context overflows as they happen.
+//!
+//! # Layout
+//!
+//! Layers, bottom to top; a module imports only from layers below it, and
+//! `tests/layers.rs` fails the build on any import cycle.
+//!
+//! | layer | module | what lives there |
+//! | --- | --- | --- |
+//! | 0 | [`model`] | the data everything speaks: events, cell records, failures and their kinds, metrics and **the one metric table**, GPU snapshots, request records, run state, commands, timestamps |
+//! | 1 | [`plan`] | the plan file: schema, `file:line:col` errors, expansion into configs and cells |
+//! | 1 | [`detect`] | classifying server log lines, HTTP error bodies and exits; the validator that alone decides `ok` |
+//! | 1 | [`load`] | the streaming client, exact-length prompts, per-request timings, per-cell metrics |
+//! | 1 | [`gpu`] | telemetry (NVML, simulated, none) on its own thread; per-cell GPU figures |
+//! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back |
+//! | 2 | [`engine`] | the sweep, one file per step: loop, commands, preflight, launch, cell, outcome |
+//! | 2 | [`control`] | the attach protocol over the run directory's socket |
+//! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory |
+//! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, line progress: rendering [`view`] |
+//! | 4 | [`cli`] | one file per subcommand; user errors become one line and exit 2 |
+//!
+//! The simulated server the demo and the tests run against is its own crate,
+//! `sweeptop-sim`, which nothing in the product path depends on.
+//!
+//! # From a plan to a grid cell
+//!
+//! `cli::run` parses the plan ([`plan::Plan`]: configs × cells with stable
+//! ids) and opens a run directory ([`store::RunDir`]). The [`engine`] walks the
+//! configs: preflight, launch the server (its log lines go through
+//! [`detect::LogWatch`] as they are read), and for each cell drive
+//! [`load::run_cell`], which folds every finished request into
+//! [`load::CellStats`] and streams it to `requests/<cell>.jsonl`. The cell's
+//! [`model::Metrics`] and the server's health go to [`detect::validate`]; the
+//! resulting [`model::CellRecord`] is appended and fsynced to `results.jsonl`,
+//! then published as an [`model::Event`]. Every view folds the same events into
+//! a [`view::state::ViewState`]; [`view::grid::Grid`] says what the cell shows
+//! (a value of [`model::METRICS`], or the failure's badge), the same in the
+//! dashboard, the Markdown export and the progress lines.
 
-pub mod commands;
-pub mod control;
+pub mod cli;
+pub(crate) mod control;
 pub mod detect;
-pub mod engine;
-pub mod event;
-pub mod export;
+pub(crate) mod engine;
+pub(crate) mod export;
 pub mod gpu;
-pub mod headless;
+pub(crate) mod headless;
 pub mod load;
-pub mod plan;
+pub mod model;
+pub(crate) mod plan;
 pub mod sim;
 pub mod store;
-pub mod tui;
+pub(crate) mod tui;
+pub(crate) mod view;

@@ -13,9 +13,9 @@ use std::time::Duration;
 use sweeptop as crate_under_test;
 
 use crate_under_test::gpu::{
-    foreign_processes, own_leftovers, render_table, sample_once, spawn_sampler, GpuSnapshot,
-    GpuSource, GpuStatus,
+    foreign_processes, own_leftovers, render_table, sample_once, spawn_sampler, GpuSource,
 };
+use crate_under_test::model::{GpuSnapshot, GpuStatus};
 
 /// Set in a child: what `child_probe` should do.
 const CHILD_MODE: &str = "GPU_TEST_CHILD_MODE";

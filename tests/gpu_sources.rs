@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use sweeptop as crate_under_test;
 
 use crate_under_test::gpu::{
-    render_table, sample_once, spawn_sampler, CellGpuAgg, GpuSample, GpuSnapshot, GpuSource,
-    GpuStatus, SimGpus,
+    render_table, sample_once, spawn_sampler, CellGpuAgg, GpuSource, SimGpus,
 };
+use crate_under_test::model::{GpuSample, GpuSnapshot, GpuStatus};
 
 const SERVER_PID: u32 = 4_000_123;
 

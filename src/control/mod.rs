@@ -23,8 +23,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::engine::{Bus, Command, Request};
-use crate::event::Event;
+use crate::engine::{Bus, Request};
+use crate::model::{Command, Event};
 
 pub const VERSION: u32 = 1;
 pub const SOCKET: &str = "control.sock";

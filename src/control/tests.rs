@@ -5,8 +5,8 @@ use tokio::io::AsyncReadExt;
 
 fn notice(i: usize) -> Event {
     Event::Notice {
-        at: "t".into(),
-        level: crate::event::Level::Info,
+        at: crate::model::Timestamp::default(),
+        level: crate::model::Level::Info,
         message: format!("event {i} {}", "x".repeat(200)),
     }
 }

@@ -1,9 +1,9 @@
 //! Test fixtures in the shapes real server logs and bodies have (written from
 //! FAILURE_SIGNATURES.md and the servers' sources, not copied from a run).
 
-use super::kind::FailureKind as K;
 use super::log::LineClass;
 use super::log::LineClass::*;
+use crate::model::FailureKind as K;
 
 /// (server style, line, expected class). Every fatal kind appears in several
 /// server styles; every look-alike is here as `Plain`.
@@ -211,7 +211,7 @@ pub struct BodyCase {
     pub name: &'static str,
     pub status: u16,
     pub body: &'static str,
-    pub kind: super::kind::FailureKind,
+    pub kind: crate::model::FailureKind,
     pub numbers: [Option<u64>; 4], // limit, prompt, output, total
     pub summary: &'static str,
     pub message: &'static str,

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::kind::{ContextNumbers, Failure, FailureKind, FailureSource};
 use super::text::truncate_chars;
+use crate::model::{ContextNumbers, Failure, FailureKind, FailureSource};
 
 /// A non-JSON body is quoted up to this many characters.
 const RAW_BODY_CHARS: usize = 300;

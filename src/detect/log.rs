@@ -13,8 +13,8 @@ use std::sync::{Arc, OnceLock};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::{Regex, RegexSet};
 
-use super::kind::{Failure, FailureKind, FailureSource};
 use super::text::{clean_stripped_into, strip_ansi};
+use crate::model::{Failure, FailureKind, FailureSource};
 
 /// What one log line means.
 #[derive(Debug, Clone, PartialEq)]
@@ -612,12 +612,9 @@ impl LogWatch {
     /// The first fatal cause as a failure record: the cleaned line as the
     /// message and up to 10 lines on each side (as pushed so far) as evidence.
     pub fn failure(&self) -> Option<Failure> {
-        self.cause.as_ref().map(|c| Failure {
-            kind: c.kind,
-            source: FailureSource::ServerLog,
-            message: c.message.clone(),
-            evidence: c.evidence.clone(),
-            context: None,
+        self.cause.as_ref().map(|c| {
+            Failure::new(c.kind, FailureSource::ServerLog, c.message.clone())
+                .with_evidence(c.evidence.clone())
         })
     }
 

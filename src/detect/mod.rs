@@ -14,8 +14,8 @@
 //!
 //! It never talks to the network and never panics on what a server sends.
 
+mod exit;
 mod http;
-mod kind;
 mod log;
 mod text;
 mod validate;
@@ -30,8 +30,10 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::model::{ContextNumbers, Failure, FailureKind};
+
+pub use exit::classify_exit;
 pub use http::{classify_http, classify_stream_error, context_numbers, is_overflow_message};
-pub use kind::{classify_exit, thousands, ContextNumbers, Failure, FailureKind, FailureSource};
 pub use log::{classify_line, LineClass, LogPatterns, LogWatch, EVIDENCE_CONTEXT, TAIL_KEEP};
 pub use text::{clean_line, strip_ansi};
 pub use validate::{looks_like_server_gone, request_failure, validate, ServerHealth};

@@ -1,8 +1,9 @@
 //! The one place that decides whether a cell is `ok`: only with real tokens from
 //! a server that stayed alive, and requests that succeeded.
 
-use super::{classify_http, classify_stream_error, Failure, FailureKind, FailureSource};
-use crate::load::{CellRun, Metrics, RequestError};
+use super::{classify_http, classify_stream_error};
+use crate::load::CellRun;
+use crate::model::{Failure, FailureKind, FailureSource, Metrics, RequestError};
 
 /// What the engine knows about the server during the cell.
 pub struct ServerHealth {
@@ -22,18 +23,12 @@ pub fn validate(
         return Err(f.clone());
     }
     if let Some(idle) = run.stalled_for {
-        return Err(Failure {
-            kind: FailureKind::Stalled,
-            source: FailureSource::Client,
-            message: format!(
+        return Err(Failure::new(FailureKind::Stalled, FailureSource::Client, format!(
                 "no token arrived for {:.1} s with requests in flight ({} requests finished before, {} of them ok)",
                 idle.as_secs_f64(),
                 run.stats.requests,
                 run.stats.ok()
-            ),
-            evidence: Vec::new(),
-            context: None,
-        });
+            )));
     }
     let total = metrics.requests.max(1);
     if metrics.failed_requests > 0 && metrics.failed_requests as f64 / total as f64 > max_error_rate
@@ -45,12 +40,8 @@ pub fn validate(
             .find(|f| f.kind == FailureKind::ContextOverflow)
             .or(failures.first())
             .cloned()
-            .unwrap_or_else(|| Failure {
-                kind: FailureKind::HttpError,
-                source: FailureSource::Client,
-                message: String::new(),
-                evidence: Vec::new(),
-                context: None,
+            .unwrap_or_else(|| {
+                Failure::new(FailureKind::HttpError, FailureSource::Client, String::new())
             });
         chosen.message = format!(
             "{} of {} requests failed: {}",
@@ -66,33 +57,25 @@ pub fn validate(
             .iter()
             .map(u64::to_string)
             .collect();
-        return Err(Failure {
-            kind: FailureKind::ContextOverflow,
-            source: FailureSource::Client,
-            message: format!(
+        return Err(Failure::new(FailureKind::ContextOverflow, FailureSource::Client, format!(
                 "{} of {} requests returned fewer tokens than the {asked} asked ({}): the server shortened them, usually for lack of context",
                 metrics.short_requests,
                 metrics.requests,
                 got.join(", ")
-            ),
-            evidence: Vec::new(),
-            context: None,
-        });
+            )));
     }
     if metrics.output_tokens == 0
         || metrics.output_tok_s <= 0.0
         || !metrics.output_tok_s.is_finite()
     {
-        return Err(Failure {
-            kind: FailureKind::ZeroTokens,
-            source: FailureSource::Client,
-            message: format!(
+        return Err(Failure::new(
+            FailureKind::ZeroTokens,
+            FailureSource::Client,
+            format!(
                 "{} requests completed but the server returned no tokens",
                 metrics.requests
             ),
-            evidence: Vec::new(),
-            context: None,
-        });
+        ));
     }
     Ok(())
 }
@@ -140,7 +123,8 @@ pub fn looks_like_server_gone(e: &RequestError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::{CellStats, RequestRecord};
+    use crate::load::CellStats;
+    use crate::model::RequestRecord;
 
     fn rec(tokens: u64, max: u32, error: Option<RequestError>) -> RequestRecord {
         let chunks = (0..tokens).map(|i| ((10 + i) * 1_000_000, 4)).collect();
@@ -180,13 +164,11 @@ mod tests {
         assert!(judge(vec![rec(8, 8, None)], None, 0.0, false).is_ok());
         let zero = judge(vec![rec(0, 8, None)], None, 0.0, false).unwrap_err();
         assert_eq!(zero.kind, FailureKind::ZeroTokens);
-        let crash = Failure {
-            kind: FailureKind::CudaIllegalInstruction,
-            source: FailureSource::ServerLog,
-            message: "CUDA error: an illegal instruction was encountered".into(),
-            evidence: vec![],
-            context: None,
-        };
+        let crash = Failure::new(
+            FailureKind::CudaIllegalInstruction,
+            FailureSource::ServerLog,
+            "CUDA error: an illegal instruction was encountered",
+        );
         // Tokens arrived, but the server died during the cell: not a measurement.
         let died = judge(vec![rec(8, 8, None)], Some(crash), 0.0, false).unwrap_err();
         assert_eq!(died.kind, FailureKind::CudaIllegalInstruction);

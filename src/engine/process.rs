@@ -2,27 +2,35 @@
 
 use std::time::Duration;
 
-/// Send a signal to a whole process group. Returns false when the group is gone.
-pub fn signal_group(pgid: u32, sig: i32) -> bool {
-    if pgid <= 1 {
-        return false;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// Send a signal to a whole process group (`None`: only ask whether it
+/// exists). Returns false when the group is gone.
+pub fn signal_group(pgid: u32, sig: Option<Signal>) -> bool {
+    match i32::try_from(pgid) {
+        // 0 and 1 would mean our own group and every process: never.
+        Ok(g) if g > 1 => killpg(Pid::from_raw(g), sig).is_ok(),
+        _ => false,
     }
-    // SAFETY: killpg has no memory-safety preconditions.
-    unsafe { libc::killpg(pgid as libc::pid_t, sig) == 0 }
 }
 
 /// Whether any process of the group is still alive (zombies included).
 pub fn group_alive(pgid: u32) -> bool {
-    signal_group(pgid, 0)
+    signal_group(pgid, None)
 }
 
-/// The start time of a process (clock ticks since boot, field 22 of
+/// The start time of a process (clock ticks since boot, from
 /// `/proc/PID/stat`), used to tell a recorded pid from a reused one.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: skip past the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let pid = i32::try_from(pid).ok()?;
+    Some(
+        procfs::process::Process::new(pid)
+            .ok()?
+            .stat()
+            .ok()?
+            .starttime,
+    )
 }
 
 /// Stop a server group that an earlier, killed sweep left running. Only when
@@ -36,13 +44,13 @@ pub async fn stop_leftover(pgid: u32, recorded_start: u64) -> Option<String> {
         // Leader gone but members left in its group: still ours.
         _ => {}
     }
-    for (sig, name, wait) in [
-        (libc::SIGTERM, "SIGTERM", Duration::from_secs(10)),
-        (libc::SIGKILL, "SIGKILL", Duration::from_secs(5)),
+    for (sig, wait) in [
+        (Signal::SIGTERM, Duration::from_secs(10)),
+        (Signal::SIGKILL, Duration::from_secs(5)),
     ] {
-        signal_group(pgid, sig);
+        signal_group(pgid, Some(sig));
         if wait_group_gone(pgid, wait).await {
-            return Some(name.to_string());
+            return Some(sig.as_str().to_string());
         }
     }
     Some("SIGKILL (still present)".into())
@@ -85,32 +93,6 @@ pub async fn wait_port_free(host: &str, port: u16, limit: Duration) -> bool {
 pub fn pick_free_port(host: &str) -> std::io::Result<u16> {
     let l = std::net::TcpListener::bind((host, 0))?;
     Ok(l.local_addr()?.port())
-}
-
-/// How a process ended, in words: "killed by SIGKILL", "exit code 1".
-pub fn describe_exit(code: Option<i32>, signal: Option<i32>) -> String {
-    match (code, signal) {
-        (_, Some(s)) => format!("killed by {}", signal_name(s)),
-        (Some(c), None) => format!("exit code {c}"),
-        (None, None) => "exited".into(),
-    }
-}
-
-pub fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGHUP => "SIGHUP".into(),
-        libc::SIGINT => "SIGINT".into(),
-        libc::SIGQUIT => "SIGQUIT".into(),
-        libc::SIGILL => "SIGILL".into(),
-        libc::SIGABRT => "SIGABRT".into(),
-        libc::SIGBUS => "SIGBUS".into(),
-        libc::SIGFPE => "SIGFPE".into(),
-        libc::SIGKILL => "SIGKILL".into(),
-        libc::SIGSEGV => "SIGSEGV".into(),
-        libc::SIGPIPE => "SIGPIPE".into(),
-        libc::SIGTERM => "SIGTERM".into(),
-        n => format!("signal {n}"),
-    }
 }
 
 #[cfg(test)]

@@ -9,12 +9,13 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::{broadcast, watch};
 
 use super::process;
 use crate::detect::{LineClass, LogPatterns, LogWatch};
-use crate::event::{Event, LogMark};
+use crate::model::{describe_exit, Event, LogMark};
 
 /// Longest line kept as one line; longer output is split (never buffered whole).
 const MAX_LINE: usize = 64 << 10;
@@ -27,7 +28,7 @@ pub struct ExitInfo {
 
 impl ExitInfo {
     pub fn describe(&self) -> String {
-        process::describe_exit(self.code, self.signal)
+        describe_exit(self.code, self.signal)
     }
 }
 
@@ -172,20 +173,16 @@ impl Server {
         self.stopped = true;
         let mut how = "exited".to_string();
         let steps = [
-            (libc::SIGINT, "SIGINT", grace),
-            (
-                libc::SIGTERM,
-                "SIGTERM",
-                (grace / 2).max(Duration::from_secs(2)),
-            ),
-            (libc::SIGKILL, "SIGKILL", Duration::from_secs(10)),
+            (Signal::SIGINT, grace),
+            (Signal::SIGTERM, (grace / 2).max(Duration::from_secs(2))),
+            (Signal::SIGKILL, Duration::from_secs(10)),
         ];
-        for (sig, name, wait) in steps {
+        for (sig, wait) in steps {
             if !process::group_alive(self.pgid) {
                 break;
             }
-            process::signal_group(self.pgid, sig);
-            how = name.to_string();
+            process::signal_group(self.pgid, Some(sig));
+            how = sig.as_str().to_string();
             if process::wait_group_gone(self.pgid, wait).await {
                 break;
             }
@@ -213,7 +210,7 @@ impl Drop for Server {
         // Normally stopped already; on an error path never leave a server (and its
         // GPU memory) behind.
         if process::group_alive(self.pgid) {
-            process::signal_group(self.pgid, libc::SIGKILL);
+            process::signal_group(self.pgid, Some(Signal::SIGKILL));
         }
     }
 }

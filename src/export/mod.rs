@@ -1,11 +1,15 @@
-//! Views of a run's results: CSV and JSON (one record per cell, every field) and
-//! Markdown (the grid). Reads recorded results; never recomputes metrics.
+//! The results as files: CSV and JSON (one record per cell, every field) and
+//! Markdown (the dashboard's grid, then every metric of every cell). Columns
+//! come from the metric table and the grid from [`crate::view::grid`], so an
+//! export says what the dashboard says. Never recomputes a metric.
 
-use std::collections::BTreeSet;
-use std::fmt::Write;
+use std::fmt::Write as _;
+use std::sync::Arc;
 
+use crate::model::{CellRecord, METRICS};
 use crate::plan::Plan;
-use crate::store::{CellRecord, Status};
+use crate::view::grid::{CellView, Grid, Row, ValueMode};
+use crate::view::replay;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -14,8 +18,8 @@ pub enum Format {
     Md,
 }
 
-/// Columns of the CSV, in order: the one table the CSV is written from.
-const COLUMNS: &[&str] = &[
+/// The columns a CSV row starts and ends with, around the metrics.
+const HEAD: &[&str] = &[
     "cell",
     "config",
     "phase",
@@ -26,103 +30,45 @@ const COLUMNS: &[&str] = &[
     "failure_kind",
     "failure_source",
     "failure_message",
-    "requests",
-    "failed_requests",
-    "short_requests",
-    "output_tokens",
-    "duration_s",
-    "output_tok_s",
-    "request_per_s",
-    "decode_tok_s_p50",
-    "ttft_ms_p50",
-    "ttft_ms_p90",
-    "ttft_ms_p99",
-    "itl_ms_p50",
-    "itl_ms_p99",
-    "tpot_ms_p50",
-    "e2e_ms_p50",
-    "e2e_ms_p99",
-    "prompt_tokens_mean",
-    "tokens_estimated",
-    "accept_len",
-    "gpu_mem_peak_mib",
-    "gpu_util_mean",
-    "started_at",
-    "finished_at",
 ];
+const TAIL: &[&str] = &["started_at", "finished_at"];
 
-fn field(r: &CellRecord, col: &str) -> String {
-    let f = |v: f64| format!("{v:.3}");
-    let of = |v: Option<f64>| v.map(f).unwrap_or_default();
-    let m = r.metrics.as_ref();
-    match col {
-        "cell" => r.cell.clone(),
-        "config" => r.config.clone(),
-        "phase" => r.phase.clone(),
-        "workload" => r.workload.clone(),
-        "context_tokens" => r.context_tokens.to_string(),
-        "concurrency" => r.concurrency.to_string(),
-        "status" => r.status.as_str().to_string(),
-        "failure_kind" => r
-            .failure
-            .as_ref()
-            .map(|x| x.kind.as_str().to_string())
-            .unwrap_or_default(),
-        "failure_source" => r
-            .failure
-            .as_ref()
-            .and_then(|x| serde_json::to_value(x.source).ok())
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        "failure_message" => r
-            .failure
-            .as_ref()
-            .map(|x| x.message.clone())
-            .unwrap_or_default(),
-        "started_at" => r.started_at.clone(),
-        "finished_at" => r.finished_at.clone(),
-        _ => {
-            let Some(m) = m else { return String::new() };
-            match col {
-                "requests" => m.requests.to_string(),
-                "failed_requests" => m.failed_requests.to_string(),
-                "short_requests" => m.short_requests.to_string(),
-                "output_tokens" => m.output_tokens.to_string(),
-                "duration_s" => f(m.duration_s),
-                "output_tok_s" => f(m.output_tok_s),
-                "request_per_s" => f(m.request_per_s),
-                "decode_tok_s_p50" => of(m.decode_tok_s_p50),
-                "ttft_ms_p50" => f(m.ttft_ms_p50),
-                "ttft_ms_p90" => f(m.ttft_ms_p90),
-                "ttft_ms_p99" => f(m.ttft_ms_p99),
-                "itl_ms_p50" => of(m.itl_ms_p50),
-                "itl_ms_p99" => of(m.itl_ms_p99),
-                "tpot_ms_p50" => of(m.tpot_ms_p50),
-                "e2e_ms_p50" => f(m.e2e_ms_p50),
-                "e2e_ms_p99" => f(m.e2e_ms_p99),
-                "prompt_tokens_mean" => f(m.prompt_tokens_mean),
-                "tokens_estimated" => m.tokens_estimated.to_string(),
-                "accept_len" => of(m.accept_len),
-                "gpu_mem_peak_mib" => m
-                    .gpu_mem_peak_mib
-                    .map(|v| v.to_string())
-                    .unwrap_or_default(),
-                "gpu_util_mean" => of(m.gpu_util_mean),
-                _ => String::new(),
-            }
-        }
-    }
+/// Every column of the CSV, in order.
+pub fn csv_columns() -> Vec<&'static str> {
+    HEAD.iter()
+        .copied()
+        .chain(METRICS.iter().map(|m| m.key))
+        .chain(TAIL.iter().copied())
+        .collect()
 }
 
-fn csv_escape(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+fn csv_row(r: &CellRecord) -> Vec<String> {
+    let f = r.failure.as_ref();
+    let mut row = vec![
+        r.cell.clone(),
+        r.config.clone(),
+        r.phase.clone(),
+        r.workload.clone(),
+        r.context_tokens.to_string(),
+        r.concurrency.to_string(),
+        r.status.as_str().to_string(),
+        f.map(|x| x.kind.as_str().to_string()).unwrap_or_default(),
+        f.map(|x| x.source.as_str().to_string()).unwrap_or_default(),
+        f.map(|x| x.message.clone()).unwrap_or_default(),
+    ];
+    row.extend(
+        METRICS
+            .iter()
+            .map(|m| r.metrics.as_ref().map(|v| m.exact(v)).unwrap_or_default()),
+    );
+    row.push(r.started_at.to_string());
+    row.push(r.finished_at.to_string());
+    row
 }
 
-pub fn render(format: Format, plan: Option<&Plan>, records: &[CellRecord]) -> String {
+/// The records as `format`. Markdown lays them out on the plan's grid when there
+/// is a plan.
+pub fn render(format: Format, plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
     match format {
         Format::Csv => csv(records),
         Format::Json => serde_json::to_string_pretty(records).unwrap_or_default() + "\n",
@@ -131,97 +77,165 @@ pub fn render(format: Format, plan: Option<&Plan>, records: &[CellRecord]) -> St
 }
 
 pub fn csv(records: &[CellRecord]) -> String {
-    let mut s = COLUMNS.join(",");
-    s.push('\n');
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    // Writing to memory cannot fail; a row that could not be encoded is dropped.
+    let _ = w.write_record(csv_columns());
     for r in records {
-        let row: Vec<String> = COLUMNS.iter().map(|c| csv_escape(&field(r, c))).collect();
-        s.push_str(&row.join(","));
-        s.push('\n');
+        let _ = w.write_record(csv_row(r));
     }
-    s
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
-/// The short label a cell shows in the grid.
-pub fn cell_label(r: &CellRecord) -> String {
-    match r.status {
-        Status::Ok => r
-            .metrics
-            .as_ref()
-            .map(|m| format!("{:.1}", m.output_tok_s))
-            .unwrap_or_default(),
-        Status::Skipped => "skipped".into(),
-        Status::Failed => match &r.failure {
-            Some(f) => match (&f.context, f.kind) {
-                (Some(n), crate::detect::FailureKind::ContextOverflow) => {
-                    let status = (f.source == crate::detect::FailureSource::Http).then_some(400);
-                    n.summary(status)
-                }
-                _ => f.kind.badge().to_string(),
-            },
-            None => "failed".into(),
-        },
-    }
+fn md_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
-/// The grid: rows = configs grouped by phase, columns = workload × context ×
-/// concurrency; ok cells show output tok/s, failed cells a short label.
-pub fn markdown(plan: Option<&Plan>, records: &[CellRecord]) -> String {
-    // Column and row order come from the plan when there is one, else from the records.
-    let mut columns: Vec<(String, u64, u32)> = Vec::new();
-    let mut rows: Vec<(String, String)> = Vec::new();
-    match plan {
-        Some(p) => {
-            for c in &p.cells {
-                let col = (c.workload.clone(), c.context_tokens, c.concurrency);
-                if !columns.contains(&col) {
-                    columns.push(col);
-                }
-            }
-            for phase in &p.phases {
-                for cfg in &phase.configs {
-                    rows.push((phase.id.clone(), cfg.clone()));
-                }
-            }
-        }
-        None => {
-            let cols: BTreeSet<(String, u64, u32)> = records
-                .iter()
-                .map(|r| (r.workload.clone(), r.context_tokens, r.concurrency))
-                .collect();
-            columns = cols.into_iter().collect();
-            for r in records {
-                let row = (r.phase.clone(), r.config.clone());
-                if !rows.contains(&row) {
-                    rows.push(row);
-                }
-            }
-        }
-    }
+/// The grid (rows: configs by phase; columns: workload × context ×
+/// concurrency) with the dashboard's labels, then every metric of each cell.
+pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
+    let view = replay::from_records(plan, records);
+    let grid = Grid::build(&view);
+    let mode = ValueMode::default();
     let mut s = String::new();
-    let _ = writeln!(s, "Output tok/s per cell (failed cells show why).\n");
+    if !view.plan_name.is_empty() {
+        let _ = writeln!(s, "# {}\n", md_cell(&view.plan_name));
+    }
+    let _ = writeln!(s, "{} per cell (failed cells show why).\n", mode.title());
     let mut header = String::from("| phase | config |");
     let mut rule = String::from("|---|---|");
-    for (w, ctx, conc) in &columns {
-        let _ = write!(header, " {w} ctx{ctx} c{conc} |");
+    for c in &grid.columns {
+        let _ = write!(header, " {} {} |", md_cell(&c.workload), c.label());
         rule.push_str("---:|");
     }
     let _ = writeln!(s, "{header}\n{rule}");
-    for (phase, config) in &rows {
-        let _ = write!(s, "| {phase} | {config} |");
-        for (w, ctx, conc) in &columns {
-            let label = records
-                .iter()
-                .find(|r| {
-                    &r.config == config
-                        && &r.workload == w
-                        && r.context_tokens == *ctx
-                        && r.concurrency == *conc
-                })
-                .map(cell_label)
-                .unwrap_or_else(|| "·".into());
-            let _ = write!(s, " {} |", label.replace('|', "\\|"));
+    for row in &grid.rows {
+        let Row::Config(i) = row else { continue };
+        let cfg = &grid.configs[*i];
+        let _ = write!(s, "| {} | {} |", md_cell(&cfg.phase), md_cell(&cfg.id));
+        for col in 0..grid.columns.len() {
+            let cell = match grid.cell(&view, mode, *i, col) {
+                CellView::Running | CellView::Queued => CellView::Pending,
+                other => other,
+            };
+            let _ = write!(s, " {} |", md_cell(cell.label()));
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(s, "\n## Every metric\n");
+    let mut header = String::from("| cell | status |");
+    let mut rule = String::from("|---|---|");
+    for m in METRICS {
+        let _ = write!(header, " {} |", md_cell(&m.label()));
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(s, "{header}\n{rule}");
+    let mut ordered: Vec<&CellRecord> = records.iter().collect();
+    ordered.sort_by(|a, b| a.cell.cmp(&b.cell));
+    for r in ordered {
+        let status = CellView::of_record(r, mode, None, false);
+        let status = match &status {
+            CellView::Value { .. } => r.status.as_str(),
+            other => other.label(),
+        };
+        let _ = write!(s, "| {} | {} |", md_cell(&r.cell), md_cell(status));
+        for m in METRICS {
+            let v = r.metrics.as_ref().map(|v| m.human(v)).unwrap_or_default();
+            let _ = write!(s, " {} |", md_cell(&v));
         }
         s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{
+        sample_metrics, Failure, FailureKind, FailureSource, Metric, Status, Timestamp,
+    };
+
+    fn record(cell: &str, status: Status) -> CellRecord {
+        CellRecord {
+            cell: cell.into(),
+            config: cell.split('/').next().unwrap_or(cell).into(),
+            phase: "tp1".into(),
+            workload: "code".into(),
+            context_tokens: 1024,
+            concurrency: 4,
+            status,
+            failure: (status == Status::Failed).then(|| {
+                Failure::new(
+                    FailureKind::CudaIllegalInstruction,
+                    FailureSource::ServerLog,
+                    "=cmd, \"quoted\"\nsecond line",
+                )
+            }),
+            metrics: (status == Status::Ok).then(sample_metrics),
+            started_at: Timestamp::parse("2026-12-03T08:00:00Z").unwrap(),
+            finished_at: Timestamp::parse("2026-12-03T08:00:05Z").unwrap(),
+        }
+    }
+
+    #[test]
+    fn every_metric_appears_in_every_export() {
+        let records = vec![
+            record("a/code-ctx1024-c4", Status::Ok),
+            record("b/code-ctx1024-c4", Status::Failed),
+        ];
+        let m = sample_metrics();
+        let csv_text = csv(&records);
+        let mut reader = csv::Reader::from_reader(csv_text.as_bytes());
+        let header: Vec<String> = reader
+            .headers()
+            .unwrap()
+            .iter()
+            .map(str::to_string)
+            .collect();
+        let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+        assert_eq!(rows.len(), 2, "{csv_text}");
+        let json: serde_json::Value =
+            serde_json::from_str(&render(Format::Json, None, &records)).unwrap();
+        let md = markdown(None, &records);
+        for metric in METRICS {
+            let col = header.iter().position(|h| h == metric.key);
+            let col = col.unwrap_or_else(|| panic!("CSV lacks {}", metric.key));
+            assert_eq!(rows[0][col], metric.exact(&m), "{}", metric.key);
+            assert!(
+                json[0]["metrics"].get(metric.key).is_some(),
+                "JSON lacks {}",
+                metric.key
+            );
+            assert!(
+                md.contains(&format!(" {} |", metric.label())),
+                "MD lacks {}",
+                metric.key
+            );
+            assert!(
+                md.contains(&format!(" {} |", metric.human(&m))),
+                "MD lacks {}",
+                metric.key
+            );
+        }
+        // A message with commas, quotes and a newline stays one field.
+        let msg = header.iter().position(|h| h == "failure_message").unwrap();
+        assert_eq!(&rows[1][msg], "=cmd, \"quoted\"\nsecond line");
+    }
+
+    #[test]
+    fn markdown_is_the_dashboards_grid() {
+        let records = vec![
+            record("a/code-ctx1024-c4", Status::Ok),
+            record("b/code-ctx1024-c4", Status::Failed),
+        ];
+        let md = markdown(None, &records);
+        assert!(md.contains("| phase | config | code 1k c4 |"), "{md}");
+        let out = Metric::by_key("output_tok_s").unwrap();
+        assert!(
+            md.contains(&format!("| tp1 | a | {} |", out.compact(&sample_metrics()))),
+            "{md}"
+        );
+        assert!(md.contains("| tp1 | b | ILL-INSTR |"), "{md}");
+    }
 }

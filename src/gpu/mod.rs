@@ -7,10 +7,10 @@
 //! never fails the whole snapshot. NVML missing or the driver not loaded is a
 //! [`GpuStatus`] to show, not an error to exit on.
 //!
-//! The rest of the crate reads snapshots through [`CellGpuAgg`] (per-cell
+//! The snapshot types are in [`crate::model`]. The rest of the crate reads
+//! snapshots through [`Telemetry`] (a sweep's sampler, per-cell
 //! `gpu_mem_peak_mib` / `gpu_util_mean`), the preflight helpers
-//! ([`foreign_processes`], [`own_leftovers`], [`parse_visible_devices`]) and
-//! [`render_table`] (`sweeptop gpus`).
+//! ([`foreign_processes`], [`own_leftovers`]) and [`render_table`] (`sweeptop gpus`).
 
 mod agg;
 mod nvml;
@@ -21,122 +21,15 @@ mod table;
 mod telemetry;
 
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
+use crate::model::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
 
 pub use agg::CellGpuAgg;
-pub use preflight::{foreign_processes, own_leftovers, parse_visible_devices};
+pub use preflight::{foreign_processes, own_leftovers};
 pub use sampler::{sample_once, spawn_sampler, Sampler, MIN_INTERVAL};
 pub use sim::SimGpus;
 pub use table::render_table;
 pub use telemetry::Telemetry;
-
-/// One GPU at one instant. `None` means N/A: not supported by the card or the call failed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GpuSample {
-    /// NVML device index (PCI bus order).
-    pub index: u32,
-    pub name: String,
-    pub util_pct: Option<u32>,
-    pub mem_used_mib: Option<u64>,
-    pub mem_total_mib: Option<u64>,
-    pub temp_c: Option<u32>,
-    pub power_w: Option<f64>,
-    pub power_limit_w: Option<f64>,
-    pub sm_clock_mhz: Option<u32>,
-    pub processes: Vec<GpuProcess>,
-}
-
-impl GpuSample {
-    /// A GPU we know exists but could not read anything from.
-    pub fn unknown(index: u32) -> GpuSample {
-        GpuSample {
-            index,
-            name: "unknown".to_string(),
-            util_pct: None,
-            mem_used_mib: None,
-            mem_total_mib: None,
-            temp_c: None,
-            power_w: None,
-            power_limit_w: None,
-            sm_clock_mhz: None,
-            processes: Vec::new(),
-        }
-    }
-}
-
-/// A compute process holding a context on a GPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GpuProcess {
-    pub pid: u32,
-    /// From /proc/PID/comm; "?" when that is unreadable (another PID namespace, gone).
-    pub name: String,
-    /// `None` when the driver does not report it (e.g. some containers, WDDM).
-    pub used_mib: Option<u64>,
-    /// Whether the pid belongs to the sweep's server process group.
-    pub ours: bool,
-}
-
-/// Where telemetry comes from and whether it works.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum GpuStatus {
-    Nvml { driver: Option<String> },
-    Simulated,
-    Disabled,
-    LibraryNotFound { detail: String },
-    DriverNotLoaded { detail: String },
-    NoGpus,
-    Error { detail: String },
-}
-
-impl GpuStatus {
-    /// The one-line state shown above the GPU panel and by `sweeptop gpus`.
-    pub fn label(&self) -> String {
-        match self {
-            GpuStatus::Nvml {
-                driver: Some(driver),
-            } => format!("NVML (driver {driver})"),
-            GpuStatus::Nvml { driver: None } => "NVML".to_string(),
-            GpuStatus::Simulated => "simulated".to_string(),
-            GpuStatus::Disabled => "GPU telemetry off (--no-gpu)".to_string(),
-            GpuStatus::LibraryNotFound { detail } => format!("NVML not found: {detail}"),
-            GpuStatus::DriverNotLoaded { .. } => "NVIDIA driver not loaded".to_string(),
-            GpuStatus::NoGpus => "no GPUs".to_string(),
-            GpuStatus::Error { detail } => format!("NVML error: {detail}"),
-        }
-    }
-
-    /// True when the snapshot's GPU list reflects real (or simulated) devices.
-    pub fn is_live(&self) -> bool {
-        matches!(self, GpuStatus::Nvml { .. } | GpuStatus::Simulated)
-    }
-}
-
-/// Everything sampled at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GpuSnapshot {
-    /// Unix time in milliseconds when the sample was taken.
-    pub at_ms: u64,
-    pub status: GpuStatus,
-    pub gpus: Vec<GpuSample>,
-}
-
-impl GpuSnapshot {
-    /// A snapshot stamped with the current time.
-    pub fn now(status: GpuStatus, gpus: Vec<GpuSample>) -> GpuSnapshot {
-        GpuSnapshot {
-            at_ms: unix_ms(),
-            status,
-            gpus,
-        }
-    }
-
-    pub fn gpu(&self, index: u32) -> Option<&GpuSample> {
-        self.gpus.iter().find(|g| g.index == index)
-    }
-}
 
 /// Where the sampler reads from.
 #[derive(Debug, Clone)]
@@ -150,18 +43,14 @@ pub enum GpuSource {
     Disabled,
 }
 
-pub(crate) fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-/// The process name as the kernel knows it, or "?" when it cannot be read.
-pub(crate) fn process_name(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+/// The process name as the kernel knows it, or "?" when it cannot be read
+/// (gone, or in another PID namespace).
+fn process_name(pid: u32) -> String {
+    i32::try_from(pid)
         .ok()
-        .map(|s| s.trim_end().to_string())
+        .and_then(|pid| procfs::process::Process::new(pid).ok())
+        .and_then(|p| p.stat().ok())
+        .map(|s| s.comm)
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "?".to_string())
 }
@@ -169,37 +58,6 @@ pub(crate) fn process_name(pid: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_serialises_with_a_state_tag() {
-        let json = serde_json::to_string(&GpuStatus::Nvml {
-            driver: Some("550.54.15".into()),
-        })
-        .unwrap();
-        assert_eq!(json, r#"{"state":"nvml","driver":"550.54.15"}"#);
-        let json = serde_json::to_string(&GpuStatus::NoGpus).unwrap();
-        assert_eq!(json, r#"{"state":"no_gpus"}"#);
-        let back: GpuStatus =
-            serde_json::from_str(r#"{"state":"driver_not_loaded","detail":"x"}"#).unwrap();
-        assert_eq!(back, GpuStatus::DriverNotLoaded { detail: "x".into() });
-    }
-
-    #[test]
-    fn labels_read_as_states() {
-        let nvml = GpuStatus::Nvml {
-            driver: Some("550.54".into()),
-        };
-        assert_eq!(nvml.label(), "NVML (driver 550.54)");
-        assert_eq!(GpuStatus::Disabled.label(), "GPU telemetry off (--no-gpu)");
-        let missing = GpuStatus::LibraryNotFound {
-            detail: "libnvidia-ml.so.1: cannot open".into(),
-        };
-        assert_eq!(
-            missing.label(),
-            "NVML not found: libnvidia-ml.so.1: cannot open"
-        );
-        assert_eq!(GpuStatus::NoGpus.label(), "no GPUs");
-    }
 
     #[test]
     fn own_process_name_is_read_from_proc() {

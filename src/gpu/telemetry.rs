@@ -1,10 +1,7 @@
 //! GPU telemetry for a sweep: runs the sampler, publishes snapshots as events,
-//! keeps `gpu.jsonl` (thinned, so a day-long sweep stays small) and folds the
+//! hands each to a keeper (the run directory's `gpu.jsonl`) and folds the
 //! samples of the running cell into its `gpu_mem_peak_mib` / `gpu_util_mean`.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,10 +9,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use super::{spawn_sampler, CellGpuAgg, GpuSnapshot, GpuSource, Sampler, SimGpus};
-use crate::event::Event;
-
-/// At most one `gpu.jsonl` line per this many milliseconds.
-const FILE_EVERY_MS: u64 = 10_000;
+use crate::model::{Event, Timestamp};
 
 struct Shared {
     latest: Option<GpuSnapshot>,
@@ -31,13 +25,13 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Start sampling `source` every `interval`. Snapshots go to `events` and,
-    /// thinned, to `run_dir/gpu.jsonl`.
+    /// Start sampling `source` every `interval`. Snapshots go to `events` and
+    /// to `keep` (on the sampler's thread).
     pub fn start(
         source: GpuSource,
         interval: Duration,
         events: broadcast::Sender<Event>,
-        run_dir: Option<&Path>,
+        mut keep: Box<dyn FnMut(&GpuSnapshot) + Send>,
     ) -> Telemetry {
         let shared = Arc::new(Mutex::new(Shared {
             latest: None,
@@ -60,30 +54,14 @@ impl Telemetry {
         let pg = server_pgid.clone();
         let ours: Arc<dyn Fn(u32) -> bool + Send + Sync> = Arc::new(move |pid| {
             let group = pg.load(Ordering::Relaxed);
-            // SAFETY: getpgid has no memory-safety preconditions.
-            group != 0 && unsafe { libc::getpgid(pid as libc::pid_t) } == group as libc::pid_t
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(-1));
+            group != 0
+                && nix::unistd::getpgid(Some(pid))
+                    .is_ok_and(|g| i64::from(g.as_raw()) == i64::from(group))
         });
-        let mut file = run_dir
-            .and_then(|d| {
-                File::options()
-                    .create(true)
-                    .append(true)
-                    .open(d.join("gpu.jsonl"))
-                    .ok()
-            })
-            .map(BufWriter::new);
-        let mut last_write = 0u64;
         let sink_shared = shared.clone();
         let sink = Box::new(move |snap: GpuSnapshot| {
-            if let Some(f) = file.as_mut() {
-                if snap.at_ms >= last_write + FILE_EVERY_MS {
-                    last_write = snap.at_ms;
-                    if serde_json::to_writer(&mut *f, &snap).is_ok() {
-                        let _ = f.write_all(b"\n");
-                        let _ = f.flush();
-                    }
-                }
-            }
+            keep(&snap);
             if let Ok(mut s) = sink_shared.lock() {
                 if let Some(agg) = s.cell.as_mut() {
                     agg.add(&snap);
@@ -103,10 +81,11 @@ impl Telemetry {
         }
     }
 
-    /// The first snapshot taken after `after_ms` (unix ms), waiting at most two
-    /// sampling intervals: preflight must not judge the GPUs by a sample taken
-    /// while the previous server still ran.
-    pub async fn fresh_after(&self, after_ms: u64) -> Option<GpuSnapshot> {
+    /// The first snapshot taken after `after`, waiting at most two sampling
+    /// intervals: preflight must not judge the GPUs by a sample taken while
+    /// the previous server still ran.
+    pub async fn fresh_after(&self, after: Timestamp) -> Option<GpuSnapshot> {
+        let after_ms = u64::try_from(after.unix_ms()).unwrap_or(0);
         self._sampler.as_ref()?;
         let deadline = tokio::time::Instant::now()
             + self.interval.max(super::MIN_INTERVAL) * 2

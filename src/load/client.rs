@@ -1,17 +1,16 @@
 //! The OpenAI-compatible streaming client: one request, timed where bytes arrive.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use std::borrow::Cow;
-
-use serde::{Deserialize, Serialize};
-
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use serde::Deserialize;
 
 use super::conn::Pool;
 use super::sse::SseParser;
+use crate::model::{RequestError, RequestRecord};
 use crate::plan::Api;
 
 /// Where requests go.
@@ -45,54 +44,6 @@ pub fn http_client() -> reqwest::Client {
         .no_proxy()
         .build()
         .unwrap_or_else(|_| reqwest::Client::new())
-}
-
-/// Why a request did not complete.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RequestError {
-    /// Non-2xx status with the (truncated) body.
-    Http {
-        status: u16,
-        body: String,
-    },
-    /// An `error` object inside a 200 stream.
-    InStream {
-        body: String,
-    },
-    Connection {
-        message: String,
-    },
-    Timeout,
-    /// The stream ended without `[DONE]`.
-    Truncated,
-    Malformed {
-        message: String,
-    },
-}
-
-/// Everything measured about one request. Times are nanoseconds since the cell
-/// started, taken when the bytes arrived.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RequestRecord {
-    pub start_ns: u64,
-    /// Arrival of every chunk that carried text, with its text length in bytes.
-    pub chunks: Vec<(u64, u32)>,
-    pub end_ns: u64,
-    pub prompt_tokens: Option<u64>,
-    pub completion_tokens: Option<u64>,
-    pub max_tokens: u32,
-    pub finish_reason: Option<String>,
-    pub error: Option<RequestError>,
-}
-
-impl RequestRecord {
-    pub fn ok(&self) -> bool {
-        self.error.is_none()
-    }
-    pub fn first_token_ns(&self) -> Option<u64> {
-        self.chunks.first().map(|c| c.0)
-    }
 }
 
 /// Shared progress of a cell's requests, for stall detection.

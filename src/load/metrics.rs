@@ -14,39 +14,8 @@
 //! bucket (within 0.05 % of the recorded value); means are exact sums.
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
-use super::client::{RequestError, RequestRecord};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Metrics {
-    pub requests: u64,
-    pub failed_requests: u64,
-    /// Successful requests that returned fewer tokens than asked.
-    pub short_requests: u64,
-    pub output_tokens: u64,
-    pub duration_s: f64,
-    pub output_tok_s: f64,
-    pub request_per_s: f64,
-    pub decode_tok_s_p50: Option<f64>,
-    pub decode_tok_s_mean: Option<f64>,
-    pub ttft_ms_p50: f64,
-    pub ttft_ms_p90: f64,
-    pub ttft_ms_p99: f64,
-    pub ttft_ms_mean: f64,
-    pub itl_ms_p50: Option<f64>,
-    pub itl_ms_p90: Option<f64>,
-    pub itl_ms_p99: Option<f64>,
-    pub itl_ms_mean: Option<f64>,
-    pub tpot_ms_p50: Option<f64>,
-    pub e2e_ms_p50: f64,
-    pub e2e_ms_p99: f64,
-    pub prompt_tokens_mean: f64,
-    pub tokens_estimated: bool,
-    pub accept_len: Option<f64>,
-    pub gpu_mem_peak_mib: Option<u64>,
-    pub gpu_util_mean: Option<f64>,
-}
+use crate::model::{Metrics, RequestError, RequestRecord};
 
 /// Tokens carried by each text chunk: from `usage` when the chunk count agrees,
 /// else spread over chunks in proportion to their text.

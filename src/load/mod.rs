@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use client::{http_client, RequestError, RequestRecord, Target};
+use crate::model::RequestRecord;
+pub use client::{http_client, Target};
 pub use conn::Pool;
-pub use metrics::{CellStats, Metrics};
+pub use metrics::CellStats;
 
 /// How requests arrive.
 #[derive(Debug, Clone, Copy, PartialEq)]

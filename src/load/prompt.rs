@@ -3,17 +3,7 @@
 
 use std::path::Path;
 
-pub const BUILTIN_NAMES: &[&str] = &["code", "reasoning", "document"];
-
-/// The instruction of a built-in prompt.
-pub fn builtin(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "code" => "Write a Python function `fibonacci(n)` that returns the n-th Fibonacci number using an iterative approach, then explain its time and memory complexity and give three unit tests.",
-        "reasoning" => "A train leaves at 09:40 and travels 312 km at an average of 96 km/h, with a 12 minute stop halfway. Another leaves the same station at 10:05 at 120 km/h without stopping. Reason step by step: which arrives first, and by how many minutes?",
-        "document" => "Summarise the document above in five bullet points, then list every number it mentions with what it refers to.",
-        _ => return None,
-    })
-}
+use crate::plan::builtin_prompt as builtin;
 
 /// Natural text used to pad prompts to their target length.
 const FILLER: &str =

@@ -1,6 +1,8 @@
 //! The plan file: schema, validation with `file:line:col` errors, and expansion into
 //! configs and cells with stable ids. Reads the plan file and nothing else.
 
+mod devices;
+mod prompts;
 mod schema;
 pub mod template;
 
@@ -16,7 +18,14 @@ use toml::Spanned;
 pub use schema::{Api, ForeignGpu, Overflow, ShortRequests};
 use schema::{Axes, RawPlan};
 
-use crate::detect::FailureKind;
+use crate::model::FailureKind;
+pub use devices::parse_visible_devices;
+pub use prompts::{builtin_prompt, BUILTIN_PROMPTS};
+
+/// The bundled demo plan (`sweeptop demo`: runs against the simulated server).
+pub const DEMO_PLAN: &str = include_str!("../../sample_runs/demo.toml");
+/// Where the demo plan lives in the repository, for its error messages.
+pub const DEMO_PATH: &str = "sample_runs/demo.toml";
 
 /// The longest time any plan setting may name (about 115 days): larger values
 /// would overflow time arithmetic.
@@ -476,7 +485,7 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
         }
         let p = w.prompt.get_ref();
         let ok = match p.split_once(':') {
-            Some(("builtin", name)) => crate::load::prompt::builtin(name).is_some(),
+            Some(("builtin", name)) => builtin_prompt(name).is_some(),
             Some(("file" | "jsonl", path)) => !path.is_empty(),
             _ => false,
         };
@@ -485,7 +494,7 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
                 w.prompt.span(),
                 format!(
                     "prompt must be `builtin:NAME` (one of {}), `file:PATH` or `jsonl:PATH`",
-                    crate::load::prompt::BUILTIN_NAMES.join(", ")
+                    BUILTIN_PROMPTS.join(", ")
                 ),
             ));
         }
@@ -737,7 +746,7 @@ fn build_config(
     };
     let gpus = env
         .get("CUDA_VISIBLE_DEVICES")
-        .and_then(|v| crate::gpu::parse_visible_devices(v));
+        .and_then(|v| parse_visible_devices(v));
     Ok(Config {
         id,
         phase: pid.clone(),

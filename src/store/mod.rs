@@ -1,22 +1,19 @@
 //! The run directory: frozen plan, append-only `results.jsonl` (fsynced per cell),
 //! `events.jsonl`, server logs, and reading runs back for resume, export and `open`.
 
-mod record;
 mod requests;
 
-pub use record::{CellRecord, Status};
 pub use requests::{read_requests, RequestsWriter};
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use crate::event::Event;
+use crate::model::{CellRecord, Event, GpuSnapshot, RunMeta, RunState, Timestamp};
 
 pub const RESULTS: &str = "results.jsonl";
 pub const EVENTS: &str = "events.jsonl";
+pub const GPU: &str = "gpu.jsonl";
 pub const PLAN: &str = "plan.toml";
 pub const META: &str = "run.json";
 pub const SERVER_PID: &str = "server.pid";
@@ -36,20 +33,6 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// What `run.json` says about a run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RunMeta {
-    pub plan: String,
-    pub started_at: String,
-    pub sweeptop_version: String,
-    /// `running`, `finished` or `interrupted` (a run that died shows `running`
-    /// with a dead pid).
-    pub state: String,
-    pub pid: u32,
-    #[serde(default)]
-    pub finished_at: Option<String>,
 }
 
 /// An open run directory that results are appended to.
@@ -75,9 +58,9 @@ impl RunDir {
         write_synced(&plan_path, plan_source.as_bytes())?;
         let meta = RunMeta {
             plan: plan_name.to_string(),
-            started_at: crate::event::now(),
+            started_at: Timestamp::now(),
             sweeptop_version: env!("CARGO_PKG_VERSION").to_string(),
-            state: "running".into(),
+            state: RunState::Running,
             pid: std::process::id(),
             finished_at: None,
         };
@@ -101,7 +84,7 @@ impl RunDir {
         }
         repair_tail(&path.join(RESULTS))?;
         if let Ok(mut meta) = read_meta(path) {
-            meta.state = "running".into();
+            meta.state = RunState::Running;
             meta.pid = std::process::id();
             meta.finished_at = None;
             write_meta(path, &meta)?;
@@ -165,19 +148,31 @@ impl RunDir {
         self.path.join(LOGS).join(format!("{config}.log"))
     }
 
-    pub fn set_state(&self, state: &str) -> Result<(), StoreError> {
+    /// A line of sweeptop's own in a config's server log (which launch this
+    /// is, with its command). Best effort: the log is evidence, not results.
+    pub fn note_in_log(&self, config: &str, line: &str) {
+        if let Ok(mut f) = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(config))
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+
+    pub fn set_state(&self, state: RunState) -> Result<(), StoreError> {
         let mut meta = read_meta(&self.path)?;
-        meta.state = state.to_string();
-        if state != "running" {
-            meta.finished_at = Some(crate::event::now());
+        meta.state = state;
+        if state != RunState::Running {
+            meta.finished_at = Some(Timestamp::now());
         }
         write_meta(&self.path, &meta)
     }
 
-    /// Remember the process group of the running server, so a later `--resume`
-    /// can stop it if this process is killed.
-    pub fn record_server(&self, pgid: u32) -> Result<(), StoreError> {
-        let start = crate::engine::process::start_time(pgid).unwrap_or(0);
+    /// Remember the process group of the running server and its leader's start
+    /// time (0 when unknown), so a later `--resume` can stop it if this process
+    /// is killed, and never a process that reused the number.
+    pub fn record_server(&self, pgid: u32, start: u64) -> Result<(), StoreError> {
         write_synced(
             &self.path.join(SERVER_PID),
             format!("{pgid} {start}\n").as_bytes(),
@@ -186,6 +181,44 @@ impl RunDir {
 
     pub fn clear_server(&self) {
         let _ = fs::remove_file(self.path.join(SERVER_PID));
+    }
+}
+
+/// `gpu.jsonl`: the GPU samples of a sweep, at most one line per 10 s so a
+/// day-long sweep stays small. Write errors are ignored (the samples are
+/// telemetry, not results).
+pub struct GpuLog {
+    out: Option<BufWriter<File>>,
+    last_ms: Option<u64>,
+}
+
+impl GpuLog {
+    /// At most one line per this many milliseconds.
+    pub const EVERY_MS: u64 = 10_000;
+
+    pub fn open(dir: &Path) -> GpuLog {
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(GPU))
+            .ok()
+            .map(BufWriter::new);
+        GpuLog { out, last_ms: None }
+    }
+
+    pub fn keep(&mut self, snap: &GpuSnapshot) {
+        let Some(f) = self.out.as_mut() else { return };
+        if self
+            .last_ms
+            .is_some_and(|l| snap.at_ms < l + Self::EVERY_MS)
+        {
+            return;
+        }
+        self.last_ms = Some(snap.at_ms);
+        if serde_json::to_writer(&mut *f, snap).is_ok() {
+            let _ = f.write_all(b"\n");
+            let _ = f.flush();
+        }
     }
 }
 
@@ -311,22 +344,46 @@ pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
 /// The events recorded in a run directory (unreadable lines skipped: a newer
 /// version's event kinds, or a torn last line).
 pub fn read_events(dir: &Path) -> Vec<Event> {
-    let Ok(text) = fs::read_to_string(dir.join(EVENTS)) else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    read_lines(&dir.join(EVENTS)).collect()
+}
+
+/// The last `keep` GPU samples kept in `gpu.jsonl`.
+pub fn read_gpu(dir: &Path, keep: usize) -> Vec<GpuSnapshot> {
+    let mut last = std::collections::VecDeque::with_capacity(keep);
+    for snap in read_lines(&dir.join(GPU)) {
+        if last.len() == keep {
+            last.pop_front();
+        }
+        last.push_back(snap);
+    }
+    last.into()
+}
+
+/// Whether `dir` holds (the start of) a run.
+pub fn is_run_dir(dir: &Path) -> bool {
+    [PLAN, EVENTS, RESULTS].iter().any(|f| dir.join(f).exists())
+}
+
+/// Every line of a JSON-lines file that parses, read as it goes (a torn or
+/// foreign line is skipped; a missing file is empty).
+fn read_lines<T: serde::de::DeserializeOwned>(path: &Path) -> impl Iterator<Item = T> {
+    File::open(path)
+        .ok()
+        .map(BufReader::new)
+        .into_iter()
+        .flat_map(|r| r.lines().map_while(Result::ok))
+        .filter_map(|l| serde_json::from_str(&l).ok())
 }
 
 /// Default run directory: `runs/<plan>-<UTC timestamp>`.
 pub fn default_dir(plan_name: &str) -> PathBuf {
-    PathBuf::from("runs").join(format!("{plan_name}-{}", crate::event::stamp()))
+    PathBuf::from("runs").join(format!("{plan_name}-{}", Timestamp::now().compact()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Status;
 
     fn record(cell: &str, status: Status) -> CellRecord {
         CellRecord {
@@ -339,8 +396,8 @@ mod tests {
             status,
             failure: None,
             metrics: None,
-            started_at: "t0".into(),
-            finished_at: "t1".into(),
+            started_at: Timestamp::from_unix_ms(0),
+            finished_at: Timestamp::from_unix_ms(1000),
         }
     }
 

@@ -8,7 +8,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::{io_err, StoreError};
-use crate::load::RequestRecord;
+use crate::model::RequestRecord;
 
 /// Files over this size are compressed when the cell ends.
 pub const COMPRESS_ABOVE: u64 = 1 << 20;

@@ -7,15 +7,14 @@ use std::path::{Path, PathBuf};
 use crossterm::event::{KeyCode, KeyEvent};
 use tokio::sync::mpsc;
 
-use crate::engine::{Command, Request};
-use crate::event::{Event, Level};
-use crate::store::{self, Status};
-
 use super::draw;
-use super::grid::{Grid, ValueMode};
 use super::keymap::{Chord, Key, Keymap};
-use super::state::{LineKind, LogLine, LogTail, Shown, Sweep, ViewState};
 use super::theme::Theme;
+use crate::engine::Request;
+use crate::model::{Command, Event, Level, Status, Timestamp};
+use crate::store;
+use crate::view::grid::{Grid, ValueMode};
+use crate::view::state::{LineKind, LogLine, LogTail, Shown, Sweep, ViewState};
 
 /// Everything that can change the dashboard.
 #[derive(Debug, Clone)]
@@ -35,8 +34,8 @@ pub enum Action {
     EventsMissed,
     /// The view fell behind the server log by this many lines.
     LogsMissed(u64),
-    /// The clock, in Unix milliseconds.
-    Tick(i64),
+    /// The clock.
+    Tick(Timestamp),
     Resize(u16, u16),
     /// The engine has returned: nothing more will arrive.
     EngineDone,
@@ -159,8 +158,8 @@ pub struct App {
     pub look: Look,
     pub mode: Mode,
     pub run_dir: PathBuf,
-    /// The clock (Unix ms): live from ticks, the last event's time for a recorded run.
-    pub now_ms: i64,
+    /// The clock: live from ticks, the last event's time for a recorded run.
+    pub now: Timestamp,
     pub size: (u16, u16),
     /// The engine asked to quit on the user's word.
     pub quit_sent: bool,
@@ -205,14 +204,14 @@ impl App {
             look,
             mode,
             run_dir,
-            now_ms: 0,
+            now: Timestamp::default(),
             size: (80, 24),
             quit_sent: false,
             engine_done: false,
             exit: false,
             log_file_config: None,
         };
-        app.now_ms = super::state::parse_ms(&app.view.latest_at).unwrap_or(0);
+        app.now = app.view.latest_at;
         app.ui.log_shown = app.view.log.pushed;
         app.follow_running();
         if app.read_only() {
@@ -367,8 +366,8 @@ impl App {
                 self.ui.data_stale = true;
                 Redraw::No
             }
-            Action::Tick(ms) => {
-                self.now_ms = ms;
+            Action::Tick(now) => {
+                self.now = now;
                 self.ui.spinner = self.ui.spinner.wrapping_add(1);
                 let mut redraw = Redraw::No;
                 if self.ui.data_stale || self.log_hidden() > 0 {
@@ -376,7 +375,12 @@ impl App {
                     self.ui.log_shown = self.view.log.pushed;
                     redraw = Redraw::Soon;
                 }
-                if self.ui.flash.as_ref().is_some_and(|f| f.until_ms <= ms) {
+                if self
+                    .ui
+                    .flash
+                    .as_ref()
+                    .is_some_and(|f| f.until_ms <= now.unix_ms())
+                {
                     self.ui.flash = None;
                     redraw = Redraw::Soon;
                 }
@@ -667,14 +671,14 @@ impl App {
                 return;
             }
         };
-        let plan = self.view.plan.as_deref();
+        let plan = self.view.plan.clone();
         let mut written = Vec::new();
         for (format, name) in [
             (crate::export::Format::Csv, EXPORT_CSV),
             (crate::export::Format::Md, EXPORT_MD),
         ] {
             let path = self.run_dir.join(name);
-            let text = crate::export::render(format, plan, &results.records);
+            let text = crate::export::render(format, plan.clone(), &results.records);
             if let Err(e) = std::fs::write(&path, text) {
                 self.flash(
                     Level::Error,
@@ -706,7 +710,7 @@ impl App {
         self.ui.flash = Some(Flash {
             text,
             level,
-            until_ms: self.now_ms.saturating_add(FLASH_MS),
+            until_ms: self.now.unix_ms().saturating_add(FLASH_MS),
         });
     }
 
@@ -813,11 +817,12 @@ impl App {
         let geo = draw::grid::geometry(areas.grid, self);
         let row = self.grid.display_row(self.ui.sel_config);
         // Show the phase heading above the first config of a phase when it fits.
-        let want_top = if row > 0 && matches!(self.grid.rows[row - 1], super::grid::Row::Phase(_)) {
-            row - 1
-        } else {
-            row
-        };
+        let want_top =
+            if row > 0 && matches!(self.grid.rows[row - 1], crate::view::grid::Row::Phase(_)) {
+                row - 1
+            } else {
+                row
+            };
         if want_top < self.ui.grid_top {
             self.ui.grid_top = want_top;
         } else if row >= self.ui.grid_top + geo.rows.max(1) {
@@ -899,7 +904,7 @@ impl App {
     }
 
     /// The record of the selected cell, if it has one.
-    pub fn selected_record(&self) -> Option<&crate::store::CellRecord> {
+    pub fn selected_record(&self) -> Option<&crate::model::CellRecord> {
         let config = self.grid.configs.get(self.ui.sel_config)?;
         let id = self.grid.cell_id(&config.id, self.ui.sel_col?)?;
         self.view.records.get(id)

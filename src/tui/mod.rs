@@ -6,17 +6,14 @@
 
 pub mod app;
 pub mod draw;
-pub mod grid;
 pub mod keymap;
-pub mod state;
 pub mod terminal;
 pub mod theme;
 
 #[cfg(test)]
 mod tests;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -24,27 +21,13 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::engine::{Bus, Request};
-use crate::event::{Event, Level};
-use crate::plan::Plan;
-use crate::store;
+use crate::model::{Event, Level};
+use crate::view::state::ViewState;
 
 use app::{App, Look, Mode};
 use keymap::Keymap;
-use state::ViewState;
 use terminal::{Input, LoopEnd};
 use theme::Theme;
-
-/// How the dashboard looks: `--theme`, `--ascii`.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct ViewArgs {
-    /// Dashboard theme: dark, light, high-contrast, mono, a theme in
-    /// ~/.config/sweeptop/themes/, or a path to a theme file.
-    #[arg(long, value_name = "NAME|PATH")]
-    pub theme: Option<String>,
-    /// ASCII characters only (automatic when the locale is not UTF-8).
-    #[arg(long)]
-    pub ascii: bool,
-}
 
 /// The dashboard's settings, read before anything starts so a bad file is a
 /// clear error, not a garbled screen.
@@ -54,19 +37,21 @@ pub struct Setup {
     pub look: Look,
 }
 
-impl ViewArgs {
-    pub fn setup(&self, show_gpu: bool) -> Result<Setup, String> {
+impl Setup {
+    /// The user's keys file and the theme (`--theme`: a name or a path, else
+    /// the default; `NO_COLOR` means mono), ASCII when asked or when the locale
+    /// is not UTF-8. The error names the file and the problem.
+    pub fn load(theme: Option<&str>, ascii: bool, show_gpu: bool) -> Result<Setup, String> {
         let dir = theme::user_config_dir();
         let keys = dir.as_ref().map(|d| d.join("keys.toml"));
         let keymap = Keymap::load(keys.as_deref()).map_err(|e| e.to_string())?;
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        let theme = Theme::resolve(self.theme.as_deref(), dir.as_deref(), no_color)
-            .map_err(|e| e.to_string())?;
+        let theme = Theme::resolve(theme, dir.as_deref(), no_color).map_err(|e| e.to_string())?;
         Ok(Setup {
             keymap,
             theme,
             look: Look {
-                ascii: self.ascii || !locale_is_utf8(),
+                ascii: ascii || !locale_is_utf8(),
                 show_gpu,
             },
         })
@@ -85,79 +70,33 @@ pub fn locale_is_utf8() -> bool {
         .unwrap_or(false)
 }
 
-/// The view of a run directory: its events folded, then its results (the
-/// record of truth), and the GPU samples kept in `gpu.jsonl`.
-pub fn load_run(dir: &Path) -> Result<ViewState, String> {
-    let has_events = dir.join(store::EVENTS).exists();
-    let has_results = dir.join(store::RESULTS).exists();
-    if !dir.join(store::PLAN).exists() && !has_events && !has_results {
-        return Err(format!("{} is not a run directory", dir.display()));
-    }
-    let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
-    let mut view = ViewState::new(plan);
-    view.run_dir = dir.display().to_string();
-    for ev in read_lines::<Event>(&dir.join(store::EVENTS)) {
-        view.apply(&ev);
-    }
-    let snaps: Vec<crate::gpu::GpuSnapshot> = read_lines(&dir.join("gpu.jsonl"));
-    let skip = snaps.len().saturating_sub(state::GPU_HISTORY);
-    for snapshot in snaps.into_iter().skip(skip) {
-        view.apply(&Event::Gpu { snapshot });
-    }
-    let results = store::read_results(dir).map_err(|e| e.to_string())?;
-    for r in results.records {
-        view.record(r);
-    }
-    Ok(view)
-}
-
-/// Every line of a JSON-lines file that parses (a torn or foreign line is skipped).
-fn read_lines<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
-    let Ok(f) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    BufReader::new(f)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str(&l).ok())
-        .collect()
-}
-
-/// `sweeptop open DIR`: the dashboard over a recorded run, read-only.
-pub fn open(dir: &Path, args: &ViewArgs) -> Result<i32, String> {
-    let view = load_run(dir)?;
-    let show_gpu = view
-        .gpu
-        .status()
-        .is_some_and(|s| *s != crate::gpu::GpuStatus::Disabled);
-    let setup = args.setup(show_gpu)?;
-    let running = store::read_meta(dir)
-        .ok()
-        .filter(|m| m.state == "running" && crate::engine::process::start_time(m.pid).is_some());
+/// The dashboard over a recorded run, read-only, until the user leaves it.
+/// `warning` stays on the alert line (a run still going, say). Returns the
+/// exit code: 0 when the user left.
+pub fn show_recorded(
+    view: ViewState,
+    run_dir: PathBuf,
+    setup: Setup,
+    warning: Option<String>,
+) -> std::io::Result<i32> {
     let mut app = App::new(
         view,
         Mode::ReadOnly,
-        dir.to_path_buf(),
+        run_dir,
         setup.keymap,
         setup.theme,
         setup.look,
     );
-    if let Some(m) = running {
-        app.notice(
-            Level::Warn,
-            format!(
-                "this run is still going (pid {}): what you see is a snapshot",
-                m.pid
-            ),
-        );
+    if let Some(w) = warning {
+        app.notice(Level::Warn, w);
     }
     let (tx, rx) = sync_channel::<Input>(256);
     let stop = Arc::new(AtomicBool::new(false));
-    let _guard = terminal::Guard::enter().map_err(|e| format!("cannot use the terminal: {e}"))?;
+    let guard = terminal::Guard::enter()?;
     terminal::spawn_input_reader(tx, stop.clone());
     let end = terminal::frame_loop(&mut app, &rx, false);
     stop.store(true, Ordering::SeqCst);
-    drop(_guard);
+    drop(guard);
     Ok(match end {
         LoopEnd::Exit | LoopEnd::Closed => 0,
         LoopEnd::Detached | LoopEnd::Restored => 1,
@@ -335,72 +274,4 @@ async fn watch_hangup(tx: SyncSender<Input>) {
         terminal::note_hangup();
         let _ = tx.try_send(Input::Hangup);
     }
-}
-
-/// `sweeptop attach DIR`: the dashboard on a sweep running in another process,
-/// fed by its control socket; keys act on that sweep. `d` leaves it running.
-pub fn attach(dir: &Path, args: &ViewArgs) -> Result<i32, String> {
-    let setup = args.setup(true)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async move {
-        let conn = crate::control::Connection::connect(dir)
-            .await
-            .map_err(|e| format!("no sweep answers in {} ({e}); see `sweeptop ls`", dir.display()))?;
-        let (mut messages, mut writer) = conn.split();
-        // The view starts from the plan; the sweep replays its history to us.
-        let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
-        let mut view = ViewState::new(plan);
-        view.run_dir = dir.display().to_string();
-        let bus = Bus::new();
-        let (tx, mut commands) = mpsc::channel::<Request>(64);
-        let mut dashboard = Dashboard::start(view, dir.to_path_buf(), &bus, tx, setup, true)
-            .map_err(|e| format!("cannot open the dashboard: {e}"))?;
-        let mut refused = None;
-        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
-        loop {
-            tokio::select! {
-                msg = messages.recv() => match msg {
-                    Some(crate::control::ServerMsg::Event { event }) => {
-                        let channel = if matches!(event, Event::Log { .. }) { &bus.logs } else { &bus.events };
-                        let _ = channel.send(event);
-                    }
-                    Some(crate::control::ServerMsg::Refused { reason }) => {
-                        refused = Some(reason);
-                        break;
-                    }
-                    Some(_) => {}
-                    // The sweep ended (or died): the view shows how it ended.
-                    None => break,
-                },
-                req = commands.recv() => {
-                    if let Some(req) = req {
-                        if writer.send(req.command).await.is_err() {
-                            break;
-                        }
-                    }
-                }
-                _ = tick.tick() => {
-                    if dashboard.is_finished() {
-                        break;
-                    }
-                }
-            }
-        }
-        // Commands typed just before leaving (a quit) still go out.
-        while let Ok(req) = commands.try_recv() {
-            let _ = writer.send(req.command).await;
-        }
-        dashboard.engine_done();
-        tokio::task::spawn_blocking(move || dashboard.join())
-            .await
-            .map_err(|e| e.to_string())?;
-        match refused {
-            Some(r) => Err(r),
-            None => Ok(0),
-        }
-    })
 }

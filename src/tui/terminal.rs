@@ -21,7 +21,7 @@ use ratatui::Terminal;
 
 use super::app::{Action, App, Redraw};
 use super::draw;
-use crate::event::Event;
+use crate::model::{Event, Timestamp};
 
 /// The shortest time between two frames (user actions, new results).
 pub const FRAME_MIN: Duration = Duration::from_millis(100);
@@ -199,13 +199,6 @@ pub enum LoopEnd {
     Restored,
 }
 
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Turn one input into an update.
 fn handle(app: &mut App, input: Input) -> Result<Redraw, LoopEnd> {
     Ok(match input {
@@ -233,7 +226,7 @@ pub fn frame_loop(app: &mut App, rx: &Receiver<Input>, live_clock: bool) -> Loop
         app.update(Action::Resize(w, h));
     }
     if live_clock {
-        app.update(Action::Tick(unix_ms()));
+        app.update(Action::Tick(Timestamp::now()));
     }
     let mut pending = Redraw::Now;
     let mut last_frame: Option<Instant> = None;
@@ -283,8 +276,12 @@ pub fn frame_loop(app: &mut App, rx: &Receiver<Input>, live_clock: bool) -> Loop
         }
         if Instant::now() >= next_tick {
             next_tick = Instant::now() + TICK;
-            let ms = if live_clock { unix_ms() } else { app.now_ms };
-            pending = pending.max(app.update(Action::Tick(ms)));
+            let now = if live_clock {
+                Timestamp::now()
+            } else {
+                app.now
+            };
+            pending = pending.max(app.update(Action::Tick(now)));
         }
     }
 }
@@ -302,13 +299,13 @@ pub fn carry_on_headless(rx: &Receiver<Input>, run_dir: &Path) {
         let _ = writeln!(
             f,
             "{} terminal gone; the sweep goes on without a view",
-            crate::event::now()
+            Timestamp::now()
         );
     }
     while let Ok(input) = rx.recv() {
         match input {
             Input::Event(ev) => {
-                if let (Some(f), Some(line)) = (file.as_mut(), crate::headless::line(&ev)) {
+                if let (Some(f), Some(line)) = (file.as_mut(), crate::view::text::line(&ev)) {
                     let _ = writeln!(f, "{line}");
                 }
             }
@@ -323,7 +320,7 @@ pub fn carry_on_printing(rx: &Receiver<Input>) {
     while let Ok(input) = rx.recv() {
         match input {
             Input::Event(ev) => {
-                if let Some(line) = crate::headless::line(&ev) {
+                if let Some(line) = crate::view::text::line(&ev) {
                     let mut out = io::stdout().lock();
                     let _ = writeln!(out, "{line}");
                     let _ = out.flush();

@@ -13,29 +13,22 @@ use tokio::sync::mpsc;
 
 use super::app::{Action, App, Look, Mode, Overlay};
 use super::keymap::Keymap;
-use super::state::{parse_ms, ViewState};
 use super::theme::Theme;
-use crate::detect::{ContextNumbers, Failure, FailureKind, FailureSource};
-use crate::engine::{Command, Request};
-use crate::event::{Event, Level, LogMark};
-use crate::gpu::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
-use crate::load::Metrics;
-use crate::plan::Plan;
-use crate::store::{CellRecord, Status};
+use crate::engine::Request;
+use crate::model::{
+    CellRecord, Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, GpuProcess,
+    GpuSample, GpuSnapshot, GpuStatus, Level, LogMark, Metrics, Status, Timestamp,
+};
+use crate::plan::{Plan, DEMO_PATH, DEMO_PLAN};
+use crate::view::state::ViewState;
 
 fn plan() -> Arc<Plan> {
-    Arc::new(
-        Plan::parse(
-            Path::new(crate::commands::DEMO_PATH),
-            crate::commands::DEMO_PLAN,
-        )
-        .expect("the demo plan parses"),
-    )
+    Arc::new(Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).expect("the demo plan parses"))
 }
 
 /// A time `s` seconds into the sweep.
-fn at(s: u32) -> String {
-    format!("2025-06-01T10:{:02}:{:02}.000Z", s / 60, s % 60)
+fn at(s: u32) -> Timestamp {
+    Timestamp::from_unix_ms(1_748_772_000_000 + i64::from(s) * 1000)
 }
 
 fn metrics(tok_s: f64, ttft_ms: f64, accept: Option<f64>) -> Metrics {
@@ -74,7 +67,7 @@ impl Story {
         Story { plan, events, t: 0 }
     }
 
-    fn tick(&mut self) -> String {
+    fn tick(&mut self) -> Timestamp {
         self.t += 1;
         at(self.t)
     }
@@ -154,7 +147,7 @@ impl Story {
         let started_at = at(self.t);
         let finished_at = self.tick();
         self.events.push(Event::CellFinished {
-            at: finished_at.clone(),
+            at: finished_at,
             record: Box::new(CellRecord {
                 cell: cell.id.clone(),
                 config: cell.config.clone(),
@@ -215,13 +208,12 @@ impl Story {
         for l in crash_lines() {
             self.log(config, l, LogMark::Failure);
         }
-        let f = Failure {
-            kind: FailureKind::CudaIllegalInstruction,
-            source: FailureSource::ServerLog,
-            message: "CUDA error: an illegal instruction was encountered (exit code 1)".into(),
-            evidence: crash_lines().iter().map(|s| s.to_string()).collect(),
-            context: None,
-        };
+        let f = Failure::new(
+            FailureKind::CudaIllegalInstruction,
+            FailureSource::ServerLog,
+            "CUDA error: an illegal instruction was encountered (exit code 1)",
+        )
+        .with_evidence(crash_lines().iter().map(|s| s.to_string()).collect());
         self.finish(&cells[0], Status::Failed, None, Some(f.clone()));
         for c in &cells[1..] {
             let not_run = Failure {
@@ -268,18 +260,12 @@ fn crash_lines() -> [&'static str; 3] {
 }
 
 fn overflow() -> Failure {
-    Failure {
-        kind: FailureKind::ContextOverflow,
-        source: FailureSource::Http,
-        message: "HTTP 400: This model's maximum context length is 32768 tokens. However, you requested 32808 tokens (32760 in the messages, 48 in the completion).".into(),
-        evidence: vec![],
-        context: Some(ContextNumbers {
+    Failure::new(FailureKind::ContextOverflow, FailureSource::Http, "HTTP 400: This model's maximum context length is 32768 tokens. However, you requested 32808 tokens (32760 in the messages, 48 in the completion).").with_context(Some(ContextNumbers {
             limit: Some(32768),
             prompt_tokens: Some(32760),
             output_tokens: Some(48),
             total_tokens: Some(32808),
-        }),
-    }
+        }))
 }
 
 fn gpu_event(n: u32, busy: &[u32], k: u64) -> Event {
@@ -340,7 +326,7 @@ fn live(view: ViewState) -> (App, mpsc::Receiver<Request>) {
         Theme::dark(),
         look(),
     );
-    let now = parse_ms(&app.view.latest_at).unwrap_or(0) + 2000;
+    let now = Timestamp::from_unix_ms(app.view.latest_at.unix_ms() + 2000);
     app.update(Action::Tick(now));
     (app, rx)
 }
@@ -486,7 +472,7 @@ fn snapshot_paused() {
     let cells = s.cells("tp1-dflash");
     let at = s.tick();
     s.events.push(Event::Action {
-        at: at.clone(),
+        at,
         action: "toggle_pause".into(),
         target: None,
         source: "key".into(),
@@ -550,7 +536,7 @@ fn snapshot_details_popup_of_an_ok_cell() {
     press(&mut app, KeyCode::Enter);
     let t = render(&mut app, 120, 40);
     let text = screen(&t);
-    assert!(text.contains("prompt (real, mean)"), "{text}");
+    assert!(text.contains("prompt (real)"), "{text}");
     assert!(text.contains("1019 tokens"), "{text}");
     assert!(text.contains("acceptance length"), "{text}");
     insta::assert_snapshot!("details_ok_cell", t.backend());
@@ -658,7 +644,7 @@ fn ascii_mode_draws_no_block_or_braille_characters() {
             show_gpu: true,
         },
     );
-    app.update(Action::Tick(parse_ms(&at(40)).unwrap()));
+    app.update(Action::Tick(at(40)));
     let t = render(&mut app, 120, 40);
     let text = screen(&t);
     for ch in text.chars() {
@@ -775,7 +761,7 @@ fn export_writes_csv_and_markdown_into_the_run_directory() {
     let dir = std::env::temp_dir().join(format!("sweeptop-tui-export-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let s = crash_story();
-    let mut run = crate::store::RunDir::create(&dir, "demo", crate::commands::DEMO_PLAN).unwrap();
+    let mut run = crate::store::RunDir::create(&dir, "demo", DEMO_PLAN).unwrap();
     for e in &s.events {
         if let Event::CellFinished { record, .. } = e {
             run.append_result(record).unwrap();
@@ -909,6 +895,7 @@ fn log_lines_and_gpu_samples_wait_for_the_tick() {
     assert_eq!(app.update(Action::Event(ev)), Redraw::Now);
     assert!(!screen(&draw_as_is(&app, 120, 40)).contains("a brand new line"));
     // The tick brings the log pane up to date.
-    assert_eq!(app.update(Action::Tick(app.now_ms + 1000)), Redraw::Soon);
+    let later = Timestamp::from_unix_ms(app.now.unix_ms() + 1000);
+    assert_eq!(app.update(Action::Tick(later)), Redraw::Soon);
     assert!(screen(&draw_as_is(&app, 120, 40)).contains("a brand new line"));
 }

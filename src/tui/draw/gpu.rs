@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{bar, fit, Symbols};
-use crate::gpu::{GpuSample, GpuStatus};
+use crate::model::{GpuSample, GpuStatus};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 

@@ -9,7 +9,7 @@ use ratatui::Frame;
 
 use super::fit;
 use crate::tui::app::{App, Focus};
-use crate::tui::grid::{CellView, Row, Tone};
+use crate::view::grid::{CellView, Row, Tone};
 
 /// How the grid pane is divided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,8 +168,8 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                 let is_current = current == Some(cfg.id.as_str())
                     && !matches!(
                         app.view.sweep.sweep,
-                        crate::tui::state::Sweep::Finished { .. }
-                            | crate::tui::state::Sweep::Interrupted { .. }
+                        crate::view::state::Sweep::Finished { .. }
+                            | crate::view::state::Sweep::Interrupted { .. }
                     );
                 let excluded = app.view.excluded.contains(&cfg.id);
                 let mut label_style = if excluded {
@@ -228,7 +228,7 @@ fn cell_text(app: &App, config: usize, col: usize) -> (String, Style) {
         CellView::Queued => (sym.queued.to_string(), t.pending),
         CellView::Excluded => ("excl".into(), t.excluded),
         CellView::Skipped => ("skip".into(), t.skipped),
-        CellView::Failed(badge) => (badge, t.failed),
+        CellView::Failed { badge, .. } => (badge, t.failed),
         CellView::Value { text, tone } => (
             text,
             match tone {

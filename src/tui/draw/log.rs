@@ -8,7 +8,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::tui::app::{App, Focus};
-use crate::tui::state::LineKind;
+use crate::view::state::LineKind;
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme();

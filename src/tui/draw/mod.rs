@@ -13,11 +13,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
-use crate::event::Level;
-
 use super::app::{App, Focus, Mode, Overlay};
 use super::keymap::{self, Key};
-use super::state::Shown;
+use crate::model::{Level, Status};
+use crate::view::state::Shown;
 
 /// Below this the dashboard shows a notice instead.
 pub const MIN_WIDTH: u16 = 60;
@@ -309,13 +308,13 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
             t.header,
         )],
     ));
-    if let Some(e) = v.elapsed_s(app.now_ms) {
+    if let Some(e) = v.elapsed_s(app.now) {
         segs.push((
             6,
             vec![Span::styled(format!("elapsed {}", clock(e)), t.header)],
         ));
     }
-    if let Some(eta) = v.eta_s(app.now_ms) {
+    if let Some(eta) = v.eta_s(app.now) {
         segs.push((
             5,
             vec![Span::styled(format!("ETA {}", clock(eta)), t.header)],
@@ -395,7 +394,6 @@ fn alert(frame: &mut Frame, app: &App, area: Rect) {
 
 /// `41 ok · 14 failed · 1 skipped · 0 left`.
 fn counts_line(app: &App) -> String {
-    use crate::store::Status;
     let v = &app.view;
     let mut n = [0usize; 3];
     for r in v.records.values() {

@@ -6,12 +6,13 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use crate::store::Status;
+use crate::model::{describe_exit, Status};
 use crate::tui::app::App;
-use crate::tui::grid::{context_label, ms_label, rate_label, ValueMode};
 use crate::tui::keymap::BINDINGS;
-use crate::tui::state::{parse_ms, Server};
 use crate::tui::theme::Theme;
+use crate::view::grid::{context_label, CellView, ValueMode};
+use crate::view::state::Server;
+use crate::view::text::metric_lines;
 
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width.saturating_sub(2)).max(1);
@@ -120,7 +121,7 @@ pub fn help(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
         ),
         t.title,
     ));
-    for m in ValueMode::ALL {
+    for m in ValueMode::all() {
         let mark = if m == app.ui.value { sym.current } else { " " };
         lines.push(Line::styled(format!(" {mark} {}", m.title()), t.popup));
     }
@@ -234,10 +235,6 @@ fn kv(app: &App, k: &str, v: String) -> Line<'static> {
     ])
 }
 
-fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    v.map(f).unwrap_or_else(|| "N/A".into())
-}
-
 pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
     let t = app.theme();
     let Some(config) = app.grid.configs.get(app.ui.sel_config) else {
@@ -315,7 +312,7 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                                 .unwrap_or_else(|| "unknown".into())
                         ),
                         Server::Exited { code, signal } => {
-                            format!("exited (code {code:?}, signal {signal:?})")
+                            format!("exited by itself ({})", describe_exit(*code, *signal))
                         }
                         Server::Stopped { how } => format!("stopped ({how})"),
                     },
@@ -358,14 +355,15 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                         Span::styled(format!(" {:<24}", "status"), t.dim),
                         Span::styled(r.status.as_str().to_string(), style),
                     ]));
-                    let dur = match (parse_ms(&r.started_at), parse_ms(&r.finished_at)) {
-                        (Some(a), Some(b)) => format!(" ({:.1} s)", (b - a) as f64 / 1000.0),
-                        _ => String::new(),
-                    };
                     lines.push(kv(
                         app,
                         "started / finished",
-                        format!("{} / {}{dur}", r.started_at, r.finished_at),
+                        format!(
+                            "{} / {} ({:.1} s)",
+                            r.started_at,
+                            r.finished_at,
+                            r.duration_s()
+                        ),
                     ));
                     if let Some(f) = &r.failure {
                         lines.push(Line::raw(""));
@@ -374,11 +372,7 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                             "failure",
                             format!("{} ({})", f.kind.describe(), f.kind.as_str()),
                         ));
-                        let source = serde_json::to_value(f.source)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default();
-                        lines.push(kv(app, "source", source));
+                        lines.push(kv(app, "source", f.source.as_str().to_string()));
                         lines.push(kv(app, "message", f.message.clone()));
                         if let Some(n) = &f.context {
                             let num = |v: Option<u64>| {
@@ -405,94 +399,12 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                     }
                     if let Some(m) = &r.metrics {
                         lines.push(Line::raw(""));
-                        let rate = |v: f64| format!("{} tok/s", rate_label(v));
-                        let ms = |v: f64| ms_label(v);
-                        lines.push(kv(
-                            app,
-                            "prompt (real, mean)",
-                            format!("{:.0} tokens", m.prompt_tokens_mean),
-                        ));
-                        lines.push(kv(
-                            app,
-                            "requests",
-                            format!(
-                                "{} ({} failed, {} short)",
-                                m.requests, m.failed_requests, m.short_requests
-                            ),
-                        ));
-                        lines.push(kv(
-                            app,
-                            "output tokens",
-                            format!(
-                                "{}{}",
-                                m.output_tokens,
-                                if m.tokens_estimated {
-                                    " (estimated)"
-                                } else {
-                                    ""
-                                }
-                            ),
-                        ));
-                        lines.push(kv(app, "duration", format!("{:.2} s", m.duration_s)));
-                        lines.push(kv(app, "output tok/s", rate(m.output_tok_s)));
-                        lines.push(kv(app, "requests/s", format!("{:.2}", m.request_per_s)));
-                        lines.push(kv(
-                            app,
-                            "decode tok/s p50 / mean",
-                            format!(
-                                "{} / {}",
-                                opt(m.decode_tok_s_p50, rate),
-                                opt(m.decode_tok_s_mean, rate)
-                            ),
-                        ));
-                        lines.push(kv(
-                            app,
-                            "TTFT p50/p90/p99/mean",
-                            format!(
-                                "{} / {} / {} / {}",
-                                ms(m.ttft_ms_p50),
-                                ms(m.ttft_ms_p90),
-                                ms(m.ttft_ms_p99),
-                                ms(m.ttft_ms_mean)
-                            ),
-                        ));
-                        lines.push(kv(
-                            app,
-                            "ITL p50/p90/p99/mean",
-                            format!(
-                                "{} / {} / {} / {}",
-                                opt(m.itl_ms_p50, ms),
-                                opt(m.itl_ms_p90, ms),
-                                opt(m.itl_ms_p99, ms),
-                                opt(m.itl_ms_mean, ms)
-                            ),
-                        ));
-                        lines.push(kv(app, "TPOT p50", opt(m.tpot_ms_p50, ms)));
-                        lines.push(kv(
-                            app,
-                            "e2e p50 / p99",
-                            format!("{} / {}", ms(m.e2e_ms_p50), ms(m.e2e_ms_p99)),
-                        ));
-                        lines.push(kv(
-                            app,
-                            "acceptance length",
-                            opt(m.accept_len, |v| format!("{v:.2}")),
-                        ));
-                        lines.push(kv(
-                            app,
-                            "GPU memory peak",
-                            m.gpu_mem_peak_mib
-                                .map(|v| format!("{v} MiB"))
-                                .unwrap_or_else(|| "N/A".into()),
-                        ));
-                        lines.push(kv(
-                            app,
-                            "GPU util mean",
-                            opt(m.gpu_util_mean, |v| format!("{v:.0} %")),
-                        ));
-                        if let crate::tui::grid::CellView::Value { text, .. } =
+                        for (name, value) in metric_lines(m) {
+                            lines.push(kv(app, name, value));
+                        }
+                        if let CellView::Value { text, .. } =
                             app.grid
-                                .cell(&app.view, ValueMode::Speedup, app.ui.sel_config, col)
+                                .cell(&app.view, ValueMode::speedup(), app.ui.sel_config, col)
                         {
                             lines.push(kv(app, "vs phase baseline", text));
                         }

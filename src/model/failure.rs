@@ -220,6 +220,19 @@ pub enum FailureSource {
     Exit,
 }
 
+impl FailureSource {
+    /// The snake_case name, identical to the serde form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureSource::ServerLog => "server_log",
+            FailureSource::Http => "http",
+            FailureSource::Preflight => "preflight",
+            FailureSource::Client => "client",
+            FailureSource::Exit => "exit",
+        }
+    }
+}
+
 /// Numbers pulled from a context-overflow message, when present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ContextNumbers {
@@ -296,49 +309,38 @@ pub struct Failure {
     pub context: Option<ContextNumbers>,
 }
 
-const SIGILL: i32 = 4;
-const SIGABRT: i32 = 6;
-const SIGBUS: i32 = 7;
-const SIGKILL: i32 = 9;
-const SIGSEGV: i32 = 11;
-
-/// Kind for a server process that exited.
-///
-/// A specific cause already found in its log (`logged`, from
-/// `LogWatch::first_fatal`) wins over anything the exit status suggests: a
-/// CUDA fault usually ends in SIGABRT, and the fault is the news. Otherwise
-/// SIGKILL with `Killed` (or a kernel OOM line) in the log tail is the OOM
-/// killer, SIGSEGV/SIGILL/SIGABRT/SIGBUS is a crash, and anything else is a
-/// plain exit. Shell-style codes (128 + signal) and negative codes (-signal,
-/// as Python reports them) are read as signals too.
-pub fn classify_exit(
-    code: Option<i32>,
-    signal: Option<i32>,
-    logged: Option<FailureKind>,
-    tail: &[String],
-) -> FailureKind {
-    if let Some(kind) = logged {
-        if kind != FailureKind::ServerExited {
-            return kind;
+impl Failure {
+    /// A failure with no evidence lines and no overflow numbers (add them with
+    /// [`Failure::with_evidence`] and [`Failure::with_context`]).
+    pub fn new(kind: FailureKind, source: FailureSource, message: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            source,
+            message: message.into(),
+            evidence: Vec::new(),
+            context: None,
         }
     }
-    let signal = signal.or(match code {
-        Some(c) if (129..=159).contains(&c) => Some(c - 128),
-        Some(c) if (-31..=-1).contains(&c) => Some(-c),
-        _ => None,
-    });
-    let oom_in_tail = tail.iter().any(|line| {
-        let t = line.trim();
-        let lower = t.to_ascii_lowercase();
-        t == "Killed"
-            || lower.ends_with(" killed")
-            || lower.contains("out of memory: killed process")
-            || lower.contains(" killed ")
-    });
-    match signal {
-        Some(SIGKILL) if oom_in_tail => FailureKind::OomKilled,
-        Some(SIGSEGV | SIGILL | SIGABRT | SIGBUS) => FailureKind::SignalCrash,
-        _ => FailureKind::ServerExited,
+
+    pub fn with_evidence(mut self, evidence: Vec<String>) -> Failure {
+        self.evidence = evidence;
+        self
+    }
+
+    pub fn with_context(mut self, context: Option<ContextNumbers>) -> Failure {
+        self.context = context;
+        self
+    }
+
+    /// The short text a grid cell shows: the kind's badge, or for a context
+    /// overflow with numbers, `ctx 400: 32,808 > 32,768`.
+    pub fn label(&self) -> String {
+        match (&self.context, self.kind) {
+            (Some(n), FailureKind::ContextOverflow) => {
+                n.summary((self.source == FailureSource::Http).then_some(400))
+            }
+            _ => self.kind.badge().to_string(),
+        }
     }
 }
 
@@ -465,14 +467,25 @@ mod tests {
     }
 
     #[test]
+    fn source_names_match_serde() {
+        for s in [
+            FailureSource::ServerLog,
+            FailureSource::Http,
+            FailureSource::Preflight,
+            FailureSource::Client,
+            FailureSource::Exit,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&s).unwrap_or_default(),
+                format!("\"{}\"", s.as_str())
+            );
+        }
+    }
+
+    #[test]
     fn failure_serializes_without_null_context() {
-        let f = Failure {
-            kind: FailureKind::CudaOom,
-            source: FailureSource::ServerLog,
-            message: "m".into(),
-            evidence: vec!["a".into()],
-            context: None,
-        };
+        let f = Failure::new(FailureKind::CudaOom, FailureSource::ServerLog, "m")
+            .with_evidence(vec!["a".into()]);
         let s = serde_json::to_string(&f).unwrap_or_default();
         assert_eq!(
             s,
@@ -480,46 +493,5 @@ mod tests {
         );
         let back: Option<Failure> = serde_json::from_str(&s).ok();
         assert_eq!(back, Some(f));
-    }
-
-    fn lines(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn exit_classification() {
-        use FailureKind::*;
-        let killed = lines(&["INFO ok", "Killed"]);
-        assert_eq!(classify_exit(None, Some(9), None, &killed), OomKilled);
-        assert_eq!(classify_exit(Some(137), None, None, &killed), OomKilled);
-        let bash = lines(&["bash: line 1:  4242 Killed                  python -m sglang"]);
-        assert_eq!(classify_exit(None, Some(9), None, &bash), OomKilled);
-        // SIGKILL without evidence of the OOM killer may be our own stop.
-        assert_eq!(classify_exit(None, Some(9), None, &[]), ServerExited);
-        assert_eq!(classify_exit(None, Some(11), None, &[]), SignalCrash);
-        assert_eq!(classify_exit(None, Some(4), None, &[]), SignalCrash);
-        assert_eq!(classify_exit(None, Some(6), None, &[]), SignalCrash);
-        assert_eq!(classify_exit(None, Some(7), None, &[]), SignalCrash);
-        assert_eq!(classify_exit(Some(139), None, None, &[]), SignalCrash);
-        assert_eq!(classify_exit(Some(-11), None, None, &[]), SignalCrash);
-        assert_eq!(classify_exit(Some(1), None, None, &killed), ServerExited);
-        assert_eq!(classify_exit(Some(0), None, None, &[]), ServerExited);
-        assert_eq!(classify_exit(None, Some(15), None, &[]), ServerExited);
-        assert_eq!(classify_exit(None, None, None, &[]), ServerExited);
-        // A logged CUDA cause beats the SIGABRT it leads to.
-        assert_eq!(
-            classify_exit(None, Some(6), Some(CudaIllegalInstruction), &[]),
-            CudaIllegalInstruction
-        );
-        assert_eq!(classify_exit(Some(1), None, Some(CudaOom), &[]), CudaOom);
-        // A weak "server gone" log line does not hide the signal.
-        assert_eq!(
-            classify_exit(None, Some(11), Some(ServerExited), &[]),
-            SignalCrash
-        );
-        assert_eq!(
-            classify_exit(Some(i32::MIN), Some(i32::MAX), None, &[]),
-            ServerExited
-        );
     }
 }

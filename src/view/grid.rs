@@ -1,13 +1,12 @@
 //! The results grid as a model: rows are configs grouped by phase, columns are
 //! workload × context × concurrency, and what each cell shows for the chosen
-//! value. Navigation and drawing both read it.
+//! value. The dashboard (navigation and drawing) and the exports all read it, so
+//! a cell says the same thing everywhere.
 
 use std::collections::HashMap;
 
-use crate::load::Metrics;
-use crate::store::{CellRecord, Status};
-
 use super::state::ViewState;
+use crate::model::{Better, CellRecord, Metric, Metrics, Status, Unit, METRICS};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Column {
@@ -119,7 +118,7 @@ impl Grid {
                 for r in &records {
                     add_col(&mut g, Column::of(r));
                 }
-                records.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+                records.sort_by_key(|r| r.started_at);
                 let mut phases: Vec<(String, Vec<String>)> = Vec::new();
                 for r in &records {
                     let i = col_index[&Column::of(r)];
@@ -199,28 +198,11 @@ impl Grid {
                 CellView::Pending
             };
         };
-        match r.status {
-            Status::Skipped => CellView::Skipped,
-            Status::Failed => CellView::Failed(
-                r.failure
-                    .as_ref()
-                    .map(|f| f.kind.badge().to_string())
-                    .unwrap_or_else(|| "FAILED".into()),
-            ),
-            Status::Ok => {
-                let Some(m) = &r.metrics else {
-                    return CellView::Value {
-                        text: "ok".into(),
-                        tone: Tone::Plain,
-                    };
-                };
-                let base = self
-                    .baseline_record(v, &row.phase, col)
-                    .filter(|b| b.status == Status::Ok)
-                    .and_then(|b| b.metrics.as_ref());
-                mode.show(m, base, row.baseline)
-            }
-        }
+        let base = self
+            .baseline_record(v, &row.phase, col)
+            .filter(|b| b.status == Status::Ok)
+            .and_then(|b| b.metrics.as_ref());
+        CellView::of_record(r, mode, base, row.baseline)
     }
 }
 
@@ -234,11 +216,63 @@ pub enum CellView {
     Queued,
     Excluded,
     Skipped,
-    Failed(String),
+    /// `badge` always fits a column (`CTX 400`, `ILL-INSTR`); `label` says
+    /// more when there is room (`ctx 400: 32,808 > 32,768`).
+    Failed {
+        badge: String,
+        label: String,
+    },
     Value {
         text: String,
         tone: Tone,
     },
+}
+
+impl CellView {
+    /// The cell in words, for any view without symbols of its own (exports,
+    /// progress lines); a failed cell says all it can.
+    pub fn label(&self) -> &str {
+        match self {
+            CellView::Absent => "",
+            CellView::Pending => "·",
+            CellView::Running => "running",
+            CellView::Queued => "queued",
+            CellView::Excluded => "excl",
+            CellView::Skipped => "skip",
+            CellView::Failed { label, .. } => label,
+            CellView::Value { text, .. } => text,
+        }
+    }
+
+    /// A recorded cell as it shows in any view, for `mode` (`base`: the
+    /// phase baseline's metrics in the same column, if it has some).
+    pub fn of_record(
+        r: &CellRecord,
+        mode: ValueMode,
+        base: Option<&Metrics>,
+        is_baseline: bool,
+    ) -> CellView {
+        match r.status {
+            Status::Skipped => CellView::Skipped,
+            Status::Failed => match &r.failure {
+                Some(f) => CellView::Failed {
+                    badge: f.kind.badge().to_string(),
+                    label: f.label(),
+                },
+                None => CellView::Failed {
+                    badge: "FAILED".into(),
+                    label: "failed".into(),
+                },
+            },
+            Status::Ok => match &r.metrics {
+                Some(m) => mode.show(m, base, is_baseline),
+                None => CellView::Value {
+                    text: "ok".into(),
+                    tone: Tone::Plain,
+                },
+            },
+        }
+    }
 }
 
 /// How a value compares with the phase's baseline.
@@ -250,57 +284,72 @@ pub enum Tone {
     Worse,
 }
 
-/// The value the grid shows for ok cells (`v` cycles).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The value the grid shows for ok cells (`v` cycles): the metrics the table
+/// marks for the grid, and the speedup against the phase's baseline.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ValueMode {
-    #[default]
-    OutputTokS,
-    DecodeTokS,
-    Speedup,
-    TtftP50,
-    AcceptLen,
+    Metric(&'static Metric),
+    /// A metric (the grid's first: output tok/s) as a ratio to the phase
+    /// baseline's in the same column.
+    Speedup(&'static Metric),
+}
+
+impl Default for ValueMode {
+    fn default() -> ValueMode {
+        ValueMode::all()[0]
+    }
 }
 
 impl ValueMode {
-    pub const ALL: [ValueMode; 5] = [
-        ValueMode::OutputTokS,
-        ValueMode::DecodeTokS,
-        ValueMode::Speedup,
-        ValueMode::TtftP50,
-        ValueMode::AcceptLen,
-    ];
+    /// Every mode in cycling order: the grid metrics in table order, the
+    /// speedup right after the throughput values.
+    pub fn all() -> Vec<ValueMode> {
+        let grid: Vec<&'static Metric> = METRICS.iter().filter(|m| m.grid).collect();
+        let after = grid
+            .iter()
+            .rposition(|m| m.unit == Unit::TokensPerSecond)
+            .map_or(grid.len(), |i| i + 1);
+        let first = grid.first().copied();
+        let mut all: Vec<ValueMode> = grid.into_iter().map(ValueMode::Metric).collect();
+        if let Some(m) = first {
+            all.insert(after, ValueMode::Speedup(m));
+        }
+        all
+    }
+
+    /// The speedup against the phase baseline.
+    pub fn speedup() -> ValueMode {
+        ValueMode::all()
+            .into_iter()
+            .find(|m| matches!(m, ValueMode::Speedup(_)))
+            .unwrap_or_default()
+    }
 
     pub fn next(self) -> ValueMode {
-        let i = ValueMode::ALL.iter().position(|m| *m == self).unwrap_or(0);
-        ValueMode::ALL[(i + 1) % ValueMode::ALL.len()]
+        let all = ValueMode::all();
+        let i = all.iter().position(|m| *m == self).unwrap_or(0);
+        all[(i + 1) % all.len()]
     }
 
-    pub fn title(self) -> &'static str {
+    pub fn title(self) -> String {
         match self {
-            ValueMode::OutputTokS => "output tok/s",
-            ValueMode::DecodeTokS => "decode tok/s per request (p50)",
-            ValueMode::Speedup => "speedup vs the phase baseline (output tok/s)",
-            ValueMode::TtftP50 => "TTFT p50",
-            ValueMode::AcceptLen => "acceptance length",
+            ValueMode::Metric(m) => m.label(),
+            ValueMode::Speedup(m) => format!("speedup vs the phase baseline ({})", m.label()),
         }
     }
 
-    fn raw(self, m: &Metrics) -> Option<f64> {
+    fn metric(self) -> &'static Metric {
         match self {
-            ValueMode::OutputTokS | ValueMode::Speedup => Some(m.output_tok_s),
-            ValueMode::DecodeTokS => m.decode_tok_s_p50,
-            ValueMode::TtftP50 => Some(m.ttft_ms_p50),
-            ValueMode::AcceptLen => m.accept_len,
+            ValueMode::Metric(m) | ValueMode::Speedup(m) => m,
         }
-    }
-
-    fn lower_is_better(self) -> bool {
-        self == ValueMode::TtftP50
     }
 
     fn show(self, m: &Metrics, base: Option<&Metrics>, is_baseline: bool) -> CellView {
-        let value = self.raw(m);
-        let base_value = base.and_then(|b| self.raw(b)).filter(|b| *b > 0.0);
+        let metric = self.metric();
+        let value = metric.value(m).number();
+        let base_value = base
+            .and_then(|b| metric.value(b).number())
+            .filter(|b| *b > 0.0);
         let ratio = match (value, base_value) {
             (Some(v), Some(b)) => Some(v / b),
             _ => None,
@@ -308,9 +357,13 @@ impl ValueMode {
         let tone = if is_baseline {
             Tone::Baseline
         } else {
-            match ratio {
-                Some(r) => {
-                    let r = if self.lower_is_better() { 1.0 / r } else { r };
+            match (ratio, metric.better) {
+                (Some(r), Better::Higher | Better::Lower) => {
+                    let r = if metric.better == Better::Lower {
+                        1.0 / r
+                    } else {
+                        r
+                    };
                     if r >= 1.05 {
                         Tone::Better
                     } else if r <= 0.95 {
@@ -319,41 +372,17 @@ impl ValueMode {
                         Tone::Plain
                     }
                 }
-                None => Tone::Plain,
+                _ => Tone::Plain,
             }
         };
         let text = match self {
-            ValueMode::Speedup => match ratio {
+            ValueMode::Speedup(_) => match ratio {
                 Some(r) => format!("{r:.2}x"),
                 None => "n/a".into(),
             },
-            ValueMode::TtftP50 => value.map(ms_label).unwrap_or_else(|| "n/a".into()),
-            ValueMode::AcceptLen => value
-                .map(|v| format!("{v:.2}"))
-                .unwrap_or_else(|| "n/a".into()),
-            ValueMode::OutputTokS | ValueMode::DecodeTokS => {
-                value.map(rate_label).unwrap_or_else(|| "n/a".into())
-            }
+            ValueMode::Metric(metric) => metric.compact(m),
         };
         CellView::Value { text, tone }
-    }
-}
-
-/// A rate in at most 7 characters: `83.4`, `1234.5`, `12345`.
-pub fn rate_label(v: f64) -> String {
-    if v < 10_000.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-/// A duration in milliseconds: `85ms`, `1.24s`.
-pub fn ms_label(ms: f64) -> String {
-    if ms < 1000.0 {
-        format!("{ms:.0}ms")
-    } else {
-        format!("{:.2}s", ms / 1000.0)
     }
 }
 
@@ -362,17 +391,28 @@ mod tests {
     use super::*;
 
     fn metrics(tok_s: f64, ttft: f64) -> Metrics {
-        serde_json::from_value(serde_json::json!({
-            "requests": 4, "failed_requests": 0, "short_requests": 0,
-            "output_tokens": 100, "duration_s": 1.0, "output_tok_s": tok_s,
-            "request_per_s": 1.0, "decode_tok_s_p50": tok_s / 2.0, "decode_tok_s_mean": null,
-            "ttft_ms_p50": ttft, "ttft_ms_p90": ttft, "ttft_ms_p99": ttft, "ttft_ms_mean": ttft,
-            "itl_ms_p50": null, "itl_ms_p90": null, "itl_ms_p99": null, "itl_ms_mean": null,
-            "tpot_ms_p50": null, "e2e_ms_p50": 1.0, "e2e_ms_p99": 1.0,
-            "prompt_tokens_mean": 1000.0, "tokens_estimated": false, "accept_len": null,
-            "gpu_mem_peak_mib": null, "gpu_util_mean": null
-        }))
-        .unwrap()
+        Metrics {
+            output_tok_s: tok_s,
+            decode_tok_s_p50: Some(tok_s / 2.0),
+            ttft_ms_p50: ttft,
+            accept_len: None,
+            ..crate::model::sample_metrics()
+        }
+    }
+
+    fn mode(key: &str) -> ValueMode {
+        ValueMode::Metric(Metric::by_key(key).unwrap())
+    }
+
+    fn speedup() -> ValueMode {
+        ValueMode::Speedup(Metric::by_key("output_tok_s").unwrap())
+    }
+
+    fn value(text: &str, tone: Tone) -> CellView {
+        CellView::Value {
+            text: text.into(),
+            tone,
+        }
     }
 
     #[test]
@@ -380,57 +420,91 @@ mod tests {
         let base = metrics(100.0, 50.0);
         let fast = metrics(150.0, 100.0);
         let same = metrics(102.0, 50.0);
+        let out = mode("output_tok_s");
         assert_eq!(
-            ValueMode::OutputTokS.show(&fast, Some(&base), false),
-            CellView::Value {
-                text: "150.0".into(),
-                tone: Tone::Better
-            }
+            out.show(&fast, Some(&base), false),
+            value("150.0", Tone::Better)
         );
         assert_eq!(
-            ValueMode::Speedup.show(&fast, Some(&base), false),
-            CellView::Value {
-                text: "1.50x".into(),
-                tone: Tone::Better
-            }
+            speedup().show(&fast, Some(&base), false),
+            value("1.50x", Tone::Better)
         );
         // TTFT: lower is better, so twice the TTFT is worse.
+        let ttft = mode("ttft_ms_p50");
         assert_eq!(
-            ValueMode::TtftP50.show(&fast, Some(&base), false),
-            CellView::Value {
-                text: "100ms".into(),
-                tone: Tone::Worse
-            }
+            ttft.show(&fast, Some(&base), false),
+            value("100ms", Tone::Worse)
         );
         assert_eq!(
-            ValueMode::OutputTokS.show(&same, Some(&base), false),
-            CellView::Value {
-                text: "102.0".into(),
-                tone: Tone::Plain
-            }
+            out.show(&same, Some(&base), false),
+            value("102.0", Tone::Plain)
         );
         assert_eq!(
-            ValueMode::Speedup.show(&base, Some(&base), true),
-            CellView::Value {
-                text: "1.00x".into(),
-                tone: Tone::Baseline
-            }
+            speedup().show(&base, Some(&base), true),
+            value("1.00x", Tone::Baseline)
         );
+        let accept = mode("accept_len");
+        assert_eq!(accept.show(&fast, None, false), value("n/a", Tone::Plain));
+    }
+
+    #[test]
+    fn modes_come_from_the_metric_table() {
+        let titles: Vec<String> = ValueMode::all().into_iter().map(ValueMode::title).collect();
         assert_eq!(
-            ValueMode::AcceptLen.show(&fast, None, false),
-            CellView::Value {
-                text: "n/a".into(),
-                tone: Tone::Plain
+            titles,
+            [
+                "output tok/s",
+                "decode tok/s p50",
+                "speedup vs the phase baseline (output tok/s)",
+                "TTFT p50",
+                "acceptance length",
+            ]
+        );
+        let last = *ValueMode::all().last().unwrap();
+        assert_eq!(last.next(), ValueMode::default());
+    }
+
+    #[test]
+    fn a_failed_cell_has_a_badge_and_a_label() {
+        use crate::model::{ContextNumbers, Failure, FailureKind, FailureSource, Timestamp};
+        let failure = Failure::new(
+            FailureKind::ContextOverflow,
+            FailureSource::Http,
+            "too long",
+        )
+        .with_context(Some(ContextNumbers {
+            limit: Some(32768),
+            prompt_tokens: Some(32552),
+            output_tokens: Some(256),
+            total_tokens: None,
+        }));
+        let r = CellRecord {
+            cell: "c/w-ctx1-c1".into(),
+            config: "c".into(),
+            phase: "p".into(),
+            workload: "w".into(),
+            context_tokens: 1,
+            concurrency: 1,
+            status: Status::Failed,
+            failure: Some(failure),
+            metrics: None,
+            started_at: Timestamp::default(),
+            finished_at: Timestamp::default(),
+        };
+        let cv = CellView::of_record(&r, ValueMode::default(), None, false);
+        assert_eq!(
+            cv,
+            CellView::Failed {
+                badge: "CTX 400".into(),
+                label: "ctx 400: 32,808 > 32,768".into()
             }
         );
+        assert_eq!(cv.label(), "ctx 400: 32,808 > 32,768");
     }
 
     #[test]
     fn labels_stay_short() {
         assert_eq!(context_label(32768), "32k");
         assert_eq!(context_label(32760), "32760");
-        assert_eq!(rate_label(12345.67), "12346");
-        assert_eq!(ms_label(1234.0), "1.23s");
-        assert_eq!(ValueMode::AcceptLen.next(), ValueMode::OutputTokS);
     }
 }

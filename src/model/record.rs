@@ -2,8 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::Failure;
-use crate::load::Metrics;
+use super::{Failure, Metrics, Timestamp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -36,6 +35,21 @@ pub struct CellRecord {
     pub status: Status,
     pub failure: Option<Failure>,
     pub metrics: Option<Metrics>,
-    pub started_at: String,
-    pub finished_at: String,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+}
+
+impl CellRecord {
+    /// Whether the record may stand as `ok`: real tokens at a real rate.
+    pub fn holds_invariant(&self) -> bool {
+        self.status != Status::Ok
+            || self.metrics.as_ref().is_some_and(|m| {
+                m.output_tokens > 0 && m.output_tok_s > 0.0 && m.output_tok_s.is_finite()
+            })
+    }
+
+    /// How long the cell ran, in seconds.
+    pub fn duration_s(&self) -> f64 {
+        self.finished_at.seconds_since(self.started_at)
+    }
 }

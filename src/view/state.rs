@@ -1,15 +1,14 @@
-//! The dashboard's picture of a sweep: a pure fold over [`Event`]s. The live view,
-//! a resumed run and `sweeptop open` all build it the same way, so it must not
-//! care about duplicates or order: a cell's record is the one that finished last
-//! (a retry replaces it), and a state change older than the one shown is ignored.
+//! The read model of a sweep: a pure fold over [`Event`]s. The live dashboard,
+//! an attached one, a resumed run, `sweeptop open` and the exports all build it
+//! the same way, so it must not care about duplicates or order: a cell's record
+//! is the one that finished last (a retry replaces it), and a state change older
+//! than the one shown is ignored.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
-use crate::event::{Event, Level, LogMark};
-use crate::gpu::{GpuSnapshot, GpuStatus};
+use crate::model::{CellRecord, Event, GpuSnapshot, GpuStatus, Level, LogMark, Status, Timestamp};
 use crate::plan::Plan;
-use crate::store::{CellRecord, Status};
 
 /// Log lines kept for scrolling back.
 pub const LOG_LINES: usize = 5000;
@@ -83,14 +82,14 @@ pub struct ConfigRun {
     pub attempt: u32,
     pub command: String,
     pub server: Server,
-    pub at: String,
+    pub at: Timestamp,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Running {
     pub cell: String,
     pub config: String,
-    pub since: String,
+    pub since: Timestamp,
 }
 
 /// How a log line is drawn.
@@ -152,7 +151,7 @@ pub struct ViewState {
     pub total_configs: usize,
     pub total_cells: usize,
     /// When the latest (re)start of the sweep began.
-    pub started: Option<String>,
+    pub started: Option<Timestamp>,
     /// Cells finished since then (for the ETA).
     pub finished_since_start: usize,
     pub sweep: SweepState,
@@ -169,30 +168,30 @@ pub struct ViewState {
     pub gpu: GpuView,
     pub log: LogTail,
     /// The newest event time seen (the clock of a recorded run).
-    pub latest_at: String,
+    pub latest_at: Timestamp,
 }
 
 /// The sweep state with the time of each change, so older events cannot undo newer ones.
 #[derive(Debug, Clone)]
 pub struct SweepState {
     pub sweep: Sweep,
-    pub sweep_at: String,
+    pub sweep_at: Timestamp,
     pub paused: bool,
-    pub paused_at: String,
+    pub paused_at: Timestamp,
     /// A quit was asked for and the engine is stopping.
     pub stopping: bool,
-    pub stopping_at: String,
+    pub stopping_at: Timestamp,
 }
 
 impl Default for SweepState {
     fn default() -> Self {
         SweepState {
             sweep: Sweep::Waiting,
-            sweep_at: String::new(),
+            sweep_at: Timestamp::default(),
             paused: false,
-            paused_at: String::new(),
+            paused_at: Timestamp::default(),
             stopping: false,
-            stopping_at: String::new(),
+            stopping_at: Timestamp::default(),
         }
     }
 }
@@ -211,10 +210,8 @@ impl ViewState {
 
     /// Fold one event in.
     pub fn apply(&mut self, ev: &Event) {
-        if let Some(at) = event_at(ev) {
-            if at > self.latest_at.as_str() {
-                self.latest_at = at.to_string();
-            }
+        if let Some(at) = ev.at() {
+            self.latest_at = self.latest_at.max(at);
         }
         match ev {
             Event::SweepStarted {
@@ -229,8 +226,8 @@ impl ViewState {
                 self.run_dir = run_dir.clone();
                 self.total_configs = *configs;
                 self.total_cells = *cells;
-                if self.started.as_deref().is_none_or(|s| at.as_str() >= s) {
-                    self.started = Some(at.clone());
+                if self.started.is_none_or(|s| *at >= s) {
+                    self.started = Some(*at);
                     self.finished_since_start = self
                         .records
                         .values()
@@ -238,18 +235,18 @@ impl ViewState {
                         .count();
                 }
                 let s = &mut self.sweep;
-                if at.as_str() >= s.sweep_at.as_str() {
+                if *at >= s.sweep_at {
                     s.sweep = Sweep::Running;
-                    s.sweep_at = at.clone();
+                    s.sweep_at = *at;
                 }
                 // A fresh start is neither paused nor stopping.
-                if at.as_str() >= s.paused_at.as_str() {
+                if *at >= s.paused_at {
                     s.paused = false;
-                    s.paused_at = at.clone();
+                    s.paused_at = *at;
                 }
-                if at.as_str() >= s.stopping_at.as_str() {
+                if *at >= s.stopping_at {
                     s.stopping = false;
-                    s.stopping_at = at.clone();
+                    s.stopping_at = *at;
                 }
                 if self.running.as_ref().is_some_and(|r| r.since <= *at) {
                     self.running = None;
@@ -273,7 +270,7 @@ impl ViewState {
                         attempt: *attempt,
                         command: command.clone(),
                         server: Server::Starting,
-                        at: at.clone(),
+                        at: *at,
                     });
                 }
                 self.note(config, ev);
@@ -335,7 +332,7 @@ impl ViewState {
                     self.running = Some(Running {
                         cell: cell.clone(),
                         config: config.clone(),
-                        since: at.clone(),
+                        since: *at,
                     });
                     self.retry_queued.remove(cell);
                     self.retry_queued.remove(config);
@@ -346,9 +343,9 @@ impl ViewState {
                 at, action, target, ..
             } => {
                 match (action.as_str(), target) {
-                    ("quit", _) if at.as_str() >= self.sweep.stopping_at.as_str() => {
+                    ("quit", _) if *at >= self.sweep.stopping_at => {
                         self.sweep.stopping = true;
-                        self.sweep.stopping_at = at.clone();
+                        self.sweep.stopping_at = *at;
                     }
                     ("exclude", Some(config)) => {
                         self.excluded.insert(config.clone());
@@ -361,9 +358,9 @@ impl ViewState {
                 self.note_current(ev);
             }
             Event::Paused { at } | Event::Resumed { at } => {
-                if at.as_str() >= self.sweep.paused_at.as_str() {
+                if *at >= self.sweep.paused_at {
                     self.sweep.paused = matches!(ev, Event::Paused { .. });
-                    self.sweep.paused_at = at.clone();
+                    self.sweep.paused_at = *at;
                 }
                 self.note_current(ev);
             }
@@ -390,7 +387,7 @@ impl ViewState {
                 skipped,
             } => {
                 self.end_sweep(
-                    at,
+                    *at,
                     Sweep::Finished {
                         ok: *ok,
                         failed: *failed,
@@ -401,7 +398,7 @@ impl ViewState {
             }
             Event::SweepInterrupted { at, reason } => {
                 self.end_sweep(
-                    at,
+                    *at,
                     Sweep::Interrupted {
                         reason: reason.clone(),
                     },
@@ -458,27 +455,23 @@ impl ViewState {
         }
     }
 
-    fn set_server(&mut self, config: &str, at: &str, server: Server) {
+    fn set_server(&mut self, config: &str, at: &Timestamp, server: Server) {
         if let Some(c) = &mut self.config {
-            if c.id == config && c.at.as_str() <= at {
+            if c.id == config && c.at <= *at {
                 c.server = server;
             }
         }
     }
 
-    fn end_sweep(&mut self, at: &str, sweep: Sweep) {
-        if at >= self.sweep.sweep_at.as_str() {
+    fn end_sweep(&mut self, at: Timestamp, sweep: Sweep) {
+        if at >= self.sweep.sweep_at {
             self.sweep.sweep = sweep;
-            self.sweep.sweep_at = at.to_string();
+            self.sweep.sweep_at = at;
             self.sweep.stopping = false;
-            self.sweep.stopping_at = at.to_string();
+            self.sweep.stopping_at = at;
             self.sweep.paused = false;
-            self.sweep.paused_at = at.to_string();
-            if self
-                .running
-                .as_ref()
-                .is_some_and(|r| r.since.as_str() <= at)
-            {
+            self.sweep.paused_at = at;
+            if self.running.as_ref().is_some_and(|r| r.since <= at) {
                 self.running = None;
             }
         }
@@ -515,7 +508,7 @@ impl ViewState {
     }
 
     fn note(&mut self, config: &str, ev: &Event) {
-        if let Some(text) = crate::headless::line(ev) {
+        if let Some(text) = super::text::line(ev) {
             self.log.push(LogLine {
                 config: config.to_string(),
                 text,
@@ -548,18 +541,17 @@ impl ViewState {
         }
     }
 
-    /// Seconds since the sweep (re)started, at `now_ms`.
-    pub fn elapsed_s(&self, now_ms: i64) -> Option<u64> {
-        let start = parse_ms(self.started.as_deref()?)?;
-        Some(((now_ms - start).max(0) / 1000) as u64)
+    /// Seconds since the sweep (re)started, at `now`.
+    pub fn elapsed_s(&self, now: Timestamp) -> Option<u64> {
+        Some(now.seconds_since(self.started?).max(0.0) as u64)
     }
 
     /// Seconds left, from the pace of the cells finished since the start.
-    pub fn eta_s(&self, now_ms: i64) -> Option<u64> {
+    pub fn eta_s(&self, now: Timestamp) -> Option<u64> {
         if !matches!(self.sweep.sweep, Sweep::Running) || self.finished_since_start == 0 {
             return None;
         }
-        let elapsed = (now_ms - parse_ms(self.started.as_deref()?)?).max(0) as f64 / 1000.0;
+        let elapsed = now.seconds_since(self.started?).max(0.0);
         let left = self.total_cells.saturating_sub(self.done()) as f64;
         Some((elapsed / self.finished_since_start as f64 * left).round() as u64)
     }
@@ -601,63 +593,13 @@ impl ViewState {
     }
 }
 
-/// The time an event carries, if any.
-fn event_at(ev: &Event) -> Option<&str> {
-    Some(match ev {
-        Event::SweepStarted { at, .. }
-        | Event::ConfigStarting { at, .. }
-        | Event::ServerReady { at, .. }
-        | Event::CellStarted { at, .. }
-        | Event::CellFinished { at, .. }
-        | Event::ServerExited { at, .. }
-        | Event::ServerStopped { at, .. }
-        | Event::Action { at, .. }
-        | Event::Paused { at }
-        | Event::Resumed { at }
-        | Event::Notice { at, .. }
-        | Event::SweepFinished { at, .. }
-        | Event::SweepInterrupted { at, .. } => at,
-        Event::Gpu { .. } | Event::Log { .. } => return None,
-    })
-}
-
-/// Unix milliseconds of an RFC 3339 UTC stamp as the engine writes them
-/// (`2025-01-02T03:04:05.678Z`).
-pub fn parse_ms(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let ms = match b.get(19) {
-        Some(b'.') => {
-            let frac: String = s[20..].chars().take_while(|c| c.is_ascii_digit()).collect();
-            let digits = frac.len().min(3);
-            let v: i64 = frac.get(..digits)?.parse().ok()?;
-            v * 10i64.pow(3 - digits as u32)
-        }
-        _ => 0,
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146097 + doe - 719468;
-    Some(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1000 + ms)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::{Failure, FailureKind, FailureSource};
+    use crate::model::{Failure, FailureKind, FailureSource};
 
-    fn at(s: u32) -> String {
-        format!("2025-06-01T10:{:02}:{:02}.000Z", s / 60, s % 60)
+    fn at(s: u32) -> Timestamp {
+        Timestamp::from_unix_ms(1_748_772_000_000 + i64::from(s) * 1000)
     }
 
     fn rec(cell: &str, config: &str, status: Status, finished: u32) -> CellRecord {
@@ -669,12 +611,12 @@ mod tests {
             context_tokens: 1024,
             concurrency: 1,
             status,
-            failure: (status == Status::Failed).then(|| Failure {
-                kind: FailureKind::CudaIllegalInstruction,
-                source: FailureSource::ServerLog,
-                message: "boom".into(),
-                evidence: vec![],
-                context: None,
+            failure: (status == Status::Failed).then(|| {
+                Failure::new(
+                    FailureKind::CudaIllegalInstruction,
+                    FailureSource::ServerLog,
+                    "boom",
+                )
             }),
             metrics: None,
             started_at: at(finished.saturating_sub(1)),
@@ -684,7 +626,7 @@ mod tests {
 
     fn finished(r: CellRecord) -> Event {
         Event::CellFinished {
-            at: r.finished_at.clone(),
+            at: r.finished_at,
             record: Box::new(r),
         }
     }
@@ -717,14 +659,6 @@ mod tests {
     }
 
     #[test]
-    fn parses_engine_timestamps() {
-        assert_eq!(parse_ms("1970-01-01T00:00:00.000Z"), Some(0));
-        assert_eq!(parse_ms("1970-01-02T00:00:01.5Z"), Some(86_401_500));
-        assert_eq!(parse_ms("2000-03-01T00:00:00Z"), Some(951_868_800_000));
-        assert_eq!(parse_ms("garbage"), None);
-    }
-
-    #[test]
     fn a_sweep_runs_pauses_and_finishes() {
         let mut v = fold(&[started(0, 0), cell_started(1, "a", "c1")]);
         assert_eq!(v.shown(), Shown::Running);
@@ -749,7 +683,7 @@ mod tests {
         });
         assert_eq!(v.shown(), Shown::Interrupted);
         // Elapsed and ETA come from the events' clock.
-        assert_eq!(v.elapsed_s(parse_ms(&at(10)).unwrap()), Some(10));
+        assert_eq!(v.elapsed_s(at(10)), Some(10));
     }
 
     #[test]
@@ -760,7 +694,7 @@ mod tests {
             finished(rec("b", "c1", Status::Ok, 20)),
         ]);
         // 2 of 4 cells in 20 s: 20 s left.
-        assert_eq!(v.eta_s(parse_ms(&at(20)).unwrap()), Some(20));
+        assert_eq!(v.eta_s(at(20)), Some(20));
     }
 
     #[test]
@@ -834,7 +768,7 @@ mod tests {
         in_order.extend(resumed.iter().cloned());
         let v = fold(&in_order);
         assert_eq!(v.shown(), Shown::Running);
-        assert_eq!(v.running.as_ref().map(|r| r.since.clone()), Some(at(101)));
+        assert_eq!(v.running.as_ref().map(|r| r.since), Some(at(101)));
         // The old run's events arriving after the new ones change nothing.
         let mut shuffled: Vec<Event> = resumed.to_vec();
         shuffled.extend(first_run.iter().cloned());
@@ -872,7 +806,7 @@ mod tests {
 
     #[test]
     fn gpu_history_is_kept_in_order_and_bounded() {
-        use crate::gpu::{GpuSample, GpuSnapshot, GpuStatus};
+        use crate::model::GpuSample;
         let snap = |t: u64, util: Option<u32>| Event::Gpu {
             snapshot: GpuSnapshot {
                 at_ms: t,

@@ -1,0 +1,163 @@
+//! `sweeptop attach [DIR]`: the dashboard on a sweep running in another process
+//! (default: the newest running one under ./runs), fed by its control socket;
+//! keys act on that sweep and `d` leaves it running. With `--headless` (or no
+//! terminal) line progress instead; with `--send CMD` one command, then exit.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{user, Context, Result, ViewArgs};
+use crate::control::{Connection, ServerMsg};
+use crate::engine::{Bus, Request};
+use crate::model::{Command, Event};
+use crate::plan::Plan;
+use crate::store;
+use crate::view::state::ViewState;
+
+#[derive(clap::Args, Debug)]
+pub struct AttachArgs {
+    dir: Option<PathBuf>,
+    /// Print line progress instead of the dashboard.
+    #[arg(long)]
+    headless: bool,
+    /// Send one command (pause, resume, skip-config, skip-cell, quit,
+    /// retry=CELL|CONFIG, exclude=CONFIG) and exit.
+    #[arg(long, value_name = "COMMAND")]
+    send: Option<String>,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+pub fn attach(args: AttachArgs) -> Result<u8> {
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => super::ls::list_runs(Path::new("runs"))
+            .into_iter()
+            .find(|r| r.live)
+            .map(|r| r.dir)
+            .ok_or_else(|| user("no running sweep under ./runs (see `sweeptop ls`)"))?,
+    };
+    let send = args
+        .send
+        .as_deref()
+        .map(str::parse::<Command>)
+        .transpose()
+        .map_err(user)?;
+    if send.is_some() || args.headless || !std::io::stdout().is_terminal() {
+        lines(&dir, send)
+    } else {
+        dashboard(&dir, &args.view)
+    }
+}
+
+async fn connect(dir: &Path) -> Result<Connection> {
+    Connection::connect(dir).await.map_err(|e| {
+        user(format!(
+            "no sweep answers in {} ({e}); see `sweeptop ls`",
+            dir.display()
+        ))
+    })
+}
+
+/// `--send` / `--headless`: steer or follow a running sweep without the dashboard.
+fn lines(dir: &Path, send: Option<Command>) -> Result<u8> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context(|| "cannot start the async runtime".into())?;
+    rt.block_on(async move {
+        let mut conn = connect(dir).await?;
+        if let Some(cmd) = send {
+            conn.send(cmd)
+                .await
+                .context(|| format!("cannot send the command to {}", dir.display()))?;
+            return Ok(0);
+        }
+        let mut live = false;
+        while let Some(msg) = conn.messages.recv().await {
+            match msg {
+                ServerMsg::Live => live = true,
+                ServerMsg::Resync => live = false,
+                ServerMsg::Refused { reason } => return Err(user(reason)),
+                ServerMsg::Event { event } if live => {
+                    if let Some(l) = crate::view::text::line(&event) {
+                        super::print(&format!("{l}\n"))?;
+                    }
+                    if matches!(
+                        event,
+                        Event::SweepFinished { .. } | Event::SweepInterrupted { .. }
+                    ) {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(0)
+    })
+}
+
+/// The dashboard, fed by the socket: the sweep replays its history, then live
+/// events; the keys' commands go back over the socket.
+fn dashboard(dir: &Path, view_args: &ViewArgs) -> Result<u8> {
+    let setup = view_args.setup(true)?;
+    let rt = super::runtime(1)?;
+    rt.block_on(async move {
+        let conn = connect(dir).await?;
+        let (mut messages, mut writer) = conn.split();
+        // The view starts from the plan; the sweep replays its history to us.
+        let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
+        let mut view = ViewState::new(plan);
+        view.run_dir = dir.display().to_string();
+        let bus = Bus::new();
+        let (tx, mut commands) = mpsc::channel::<Request>(64);
+        let mut dashboard =
+            crate::tui::Dashboard::start(view, dir.to_path_buf(), &bus, tx, setup, true)
+                .context(|| "cannot open the dashboard".into())?;
+        let mut refused = None;
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                msg = messages.recv() => match msg {
+                    Some(ServerMsg::Event { event }) => {
+                        let channel = if matches!(event, Event::Log { .. }) { &bus.logs } else { &bus.events };
+                        let _ = channel.send(event);
+                    }
+                    Some(ServerMsg::Refused { reason }) => {
+                        refused = Some(reason);
+                        break;
+                    }
+                    Some(_) => {}
+                    // The sweep ended (or died): the view shows how it ended.
+                    None => break,
+                },
+                req = commands.recv() => {
+                    if let Some(req) = req {
+                        if writer.send(req.command).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                _ = tick.tick() => {
+                    if dashboard.is_finished() {
+                        break;
+                    }
+                }
+            }
+        }
+        // Commands typed just before leaving (a quit) still go out.
+        while let Ok(req) = commands.try_recv() {
+            let _ = writer.send(req.command).await;
+        }
+        dashboard.engine_done();
+        let _ = tokio::task::spawn_blocking(move || dashboard.join()).await;
+        match refused {
+            Some(r) => Err(user(r)),
+            None => Ok(0),
+        }
+    })
+}

@@ -1,0 +1,41 @@
+//! `sweeptop export DIR --format csv|json|md [-o FILE]`: the results as a file
+//! (or on stdout).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{user, Context, Result};
+use crate::export::{self, Format};
+use crate::plan::Plan;
+use crate::store;
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    dir: PathBuf,
+    #[arg(long, value_enum)]
+    format: Format,
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+pub fn export(args: ExportArgs) -> Result<u8> {
+    let dir = &args.dir;
+    if !dir.join(store::RESULTS).exists() {
+        return Err(user(format!(
+            "{} has no {}: is it a run directory? (see `sweeptop ls`)",
+            dir.display(),
+            store::RESULTS
+        )));
+    }
+    let results = store::read_results(dir).map_err(|e| user(e.to_string()))?;
+    for p in &results.problems {
+        eprintln!("warning: {p}");
+    }
+    let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
+    let text = export::render(args.format, plan, &results.records);
+    match &args.output {
+        Some(p) => std::fs::write(p, text).context(|| format!("cannot write {}", p.display()))?,
+        None => super::print(&text)?,
+    }
+    Ok(0)
+}

@@ -1,0 +1,161 @@
+//! `sweeptop loadtest URL`: one cell against a server that is already running,
+//! measured as a sweep measures its cells, with the same metric names.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{user, Context, Result};
+use crate::load::{self, Arrival, CellLoad, Target};
+use crate::model::RequestRecord;
+use crate::plan::Api;
+use crate::view::text::metric_lines;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadtestArgs {
+    /// Base URL of the server, e.g. http://127.0.0.1:30000
+    pub url: String,
+    /// The `model` field (default: the first model the server lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Requests in flight (closed loop), or the cap with --rate.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u32,
+    /// Open loop: Poisson arrivals at this many requests/s.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    #[arg(long, default_value_t = 16)]
+    pub requests: u32,
+    /// Stop after this many seconds even if requests remain.
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: u32,
+    /// Prompt length in tokens (measured with the server's /tokenize).
+    #[arg(long, default_value_t = 256)]
+    pub prompt_tokens: u64,
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u32,
+    /// A tokenizer.json to measure the prompt with if the server has no /tokenize.
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
+    /// Use /v1/chat/completions instead of /v1/completions.
+    #[arg(long)]
+    pub chat: bool,
+    #[arg(long)]
+    pub json: bool,
+    /// Also write every request's raw timeline here (JSON lines, gzipped to
+    /// PATH.gz when over 1 MiB), as a sweep does under `requests/`.
+    #[arg(long, value_name = "PATH")]
+    pub records: Option<PathBuf>,
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout: f64,
+}
+
+pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
+    let base = args.url.trim_end_matches('/').to_string();
+    // A URL the client cannot use is refused before anything is sent.
+    let pool = Arc::new(load::Pool::new(&base).map_err(user)?);
+    let rt = super::runtime(2)?;
+    rt.block_on(async move {
+        let probe = load::http_client();
+        let (listed, limit) = load::server_model(&probe, &base).await;
+        let model = args
+            .model
+            .clone()
+            .or(listed)
+            .unwrap_or_else(|| "default".into());
+        let target = Target {
+            base,
+            api: if args.chat {
+                Api::Chat
+            } else {
+                Api::Completions
+            },
+            model,
+        };
+        let instruction = crate::plan::builtin_prompt("code").unwrap_or_default();
+        let (measure, notice) =
+            load::tokenizer::Measure::choose(&probe, &target, args.tokenizer.as_deref()).await;
+        if let Some(n) = notice {
+            eprintln!("warning: {n}");
+        }
+        let (body, measured, error) = measure.fit(instruction, args.prompt_tokens).await;
+        if let Some(e) = error {
+            eprintln!("warning: {e}; the prompt length is estimated");
+        }
+        let cell = CellLoad {
+            arrival: match args.rate {
+                Some(rate) => Arrival::Poisson { rate, capped: true },
+                None => Arrival::Closed,
+            },
+            concurrency: args.concurrency.max(1),
+            requests: args.requests,
+            duration: args.duration.map(Duration::from_secs_f64),
+            warmup: args.warmup,
+            max_tokens: args.max_tokens,
+            prompts: Arc::new(vec![body]),
+            request_timeout: Duration::from_secs_f64(args.request_timeout),
+            stall_timeout: Duration::from_secs_f64(args.request_timeout),
+        };
+        let seq = AtomicU64::new(0);
+        let mut writer = match &args.records {
+            Some(p) => Some(
+                crate::store::RequestsWriter::create(p.clone())
+                    .map_err(|e| user(format!("--records: {e}")))?,
+            ),
+            None => None,
+        };
+        let mut sink = |r: &RequestRecord| {
+            if let Some(w) = writer.as_mut() {
+                w.write(r);
+            }
+        };
+        let run = load::run_cell(&pool, &target, &cell, &seq, &mut sink).await;
+        if let Some(w) = writer.take() {
+            let p = w
+                .finish()
+                .context(|| "cannot finish the request records".into())?;
+            eprintln!("request records: {}", p.display());
+        }
+        let metrics = run.stats.metrics(run.wall_ns);
+        let errors: Vec<String> = run
+            .stats
+            .errors
+            .iter()
+            .map(|e| crate::detect::request_failure(e).message)
+            .take(5)
+            .collect();
+        if args.json {
+            let mut v = serde_json::to_value(&metrics)?;
+            v["prompt_tokens_target"] = args.prompt_tokens.into();
+            v["prompt_tokens_measured"] = measured.into();
+            v["context_limit"] = limit.into();
+            v["errors"] = errors.into();
+            super::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+        } else {
+            let mut text = format!(
+                "{}{} model {}\nprompt target {} tokens, measured {measured}\n",
+                target.url(),
+                if args.chat { " (chat)" } else { "" },
+                target.model,
+                args.prompt_tokens
+            );
+            for (name, value) in metric_lines(&metrics) {
+                text.push_str(&format!("{name:<28} {value}\n"));
+            }
+            for e in &errors {
+                text.push_str(&format!("error: {e}\n"));
+            }
+            super::print(&text)?;
+        }
+        Ok(
+            if metrics.failed_requests == 0 && metrics.output_tokens > 0 {
+                0
+            } else {
+                1
+            },
+        )
+    })
+}

@@ -1,0 +1,243 @@
+//! The command line: one file per subcommand behind [`Cmd`], the flags they
+//! share, and the one place errors become what the user sees.
+//!
+//! A mistake of the user's (a bad plan, a directory that is not a run, an
+//! unknown `--send` command) is an [`Error::User`]: one plain line on stderr,
+//! `error: …`, saying what to do next where there is something to do, and
+//! exit 2. Anything else is an [`Error::Internal`] with its whole cause chain,
+//! exit 1; a backtrace only with `-v` or `RUST_BACKTRACE=1`. Output cut short
+//! by a closed pipe (`… | head`) ends quietly.
+
+mod attach;
+mod check;
+mod classify;
+mod export;
+mod gpus;
+mod loadtest;
+mod ls;
+mod open;
+mod run;
+mod sim_server;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use color_eyre::eyre;
+
+/// Drive benchmark sweeps of LLM inference servers and watch them live.
+#[derive(Parser, Debug)]
+#[command(name = "sweeptop", version, about)]
+pub struct Cli {
+    /// Internal errors with their backtrace (also RUST_BACKTRACE=1).
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run a sweep from a plan file (or continue one with --resume DIR).
+    Run(run::RunArgs),
+    /// Run the bundled demo sweep against the simulated server (no GPU needed).
+    Demo(run::DemoArgs),
+    /// Show a finished or interrupted run in the dashboard (read-only).
+    Open(open::OpenArgs),
+    /// Show what NVML reports about this machine's GPUs.
+    Gpus(gpus::GpusArgs),
+    /// List run directories with their state and the command to attach or resume.
+    Ls(ls::LsArgs),
+    /// Watch and steer a running sweep (default: the newest running one under ./runs).
+    Attach(attach::AttachArgs),
+    /// Validate a plan and print its expanded matrix.
+    Check(check::CheckArgs),
+    /// Export a run's results grid.
+    Export(export::ExportArgs),
+    /// Print the failure kind found in a log excerpt or HTTP error body.
+    Classify(classify::ClassifyArgs),
+    /// Measure one cell against a server that is already running.
+    Loadtest(loadtest::LoadtestArgs),
+    /// The simulated inference server used by the demo and the tests.
+    SimServer(crate::sim::SimArgs),
+}
+
+/// Run a parsed command line; the process's exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let verbose = cli.verbose || std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0");
+    if verbose {
+        let _ = color_eyre::install();
+    }
+    let result = match cli.command {
+        Cmd::Run(args) => run::run(args),
+        Cmd::Demo(args) => run::demo(args),
+        Cmd::Open(args) => open::open(args),
+        Cmd::Gpus(args) => gpus::gpus(args),
+        Cmd::Ls(args) => ls::ls(args),
+        Cmd::Attach(args) => attach::attach(args),
+        Cmd::Check(args) => check::check(args),
+        Cmd::Export(args) => export::export(args),
+        Cmd::Classify(args) => classify::classify(args),
+        Cmd::Loadtest(args) => loadtest::loadtest(args),
+        Cmd::SimServer(args) => sim_server::sim_server(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => e.report(verbose),
+    }
+}
+
+/// How a subcommand fails.
+#[derive(Debug)]
+pub enum Error {
+    /// The user's to fix: one line, exit 2.
+    User(String),
+    /// Anything else, with its cause chain: exit 1.
+    Internal(eyre::Report),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A mistake of the user's, in a sentence that says what to do about it.
+pub fn user(message: impl Into<String>) -> Error {
+    Error::User(message.into())
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
+    fn from(e: E) -> Error {
+        Error::Internal(eyre::Report::new(e))
+    }
+}
+
+/// Context for an internal error: what was being done when it happened.
+pub trait Context<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for std::result::Result<T, E> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::Internal(eyre::Report::new(e).wrap_err(what())))
+    }
+}
+
+impl Error {
+    fn report(self, verbose: bool) -> ExitCode {
+        let mut err = io::stderr().lock();
+        match self {
+            Error::User(message) => {
+                let _ = writeln!(err, "error: {message}");
+                ExitCode::from(2)
+            }
+            Error::Internal(report) if closed_pipe(&report) => ExitCode::SUCCESS,
+            Error::Internal(report) if verbose => {
+                let _ = writeln!(err, "error: {report:?}");
+                ExitCode::from(1)
+            }
+            Error::Internal(report) => {
+                let _ = writeln!(err, "error: {report}");
+                for cause in report.chain().skip(1) {
+                    let _ = writeln!(err, "  caused by: {cause}");
+                }
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Whether the error is only stdout's reader having gone away.
+fn closed_pipe(report: &eyre::Report) -> bool {
+    report
+        .chain()
+        .filter_map(|c| c.downcast_ref::<io::Error>())
+        .any(|e| e.kind() == io::ErrorKind::BrokenPipe)
+}
+
+/// Write `text` to stdout (a closed pipe surfaces as an error that ends quietly).
+pub fn print(text: &str) -> Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// A multi-threaded runtime with `workers` threads.
+fn runtime(workers: usize) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .context(|| "cannot start the async runtime".into())
+}
+
+/// GPU telemetry flags shared by `run`, `demo` and `gpus`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct GpuArgs {
+    /// No GPU telemetry at all.
+    #[arg(long)]
+    pub no_gpu: bool,
+    /// Load NVML from this file instead of the system's libnvidia-ml.so.1.
+    #[arg(long, value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+    /// GPU sampling interval in milliseconds (at least 250).
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub gpu_interval_ms: u64,
+    /// Simulated GPUs instead of NVML (the demo's default: 8).
+    #[arg(long, value_name = "N")]
+    pub sim_gpus: Option<u32>,
+}
+
+impl GpuArgs {
+    pub fn source(&self, demo: bool) -> crate::gpu::GpuSource {
+        use crate::gpu::{GpuSource, SimGpus};
+        if self.no_gpu {
+            GpuSource::Disabled
+        } else if let Some(n) = self.sim_gpus {
+            GpuSource::Simulated(SimGpus::new(n))
+        } else if demo && self.nvml_lib.is_none() {
+            GpuSource::Simulated(SimGpus::new(8))
+        } else {
+            GpuSource::Nvml {
+                lib_path: self.nvml_lib.clone(),
+            }
+        }
+    }
+}
+
+/// How the dashboard looks: `--theme`, `--ascii`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ViewArgs {
+    /// Dashboard theme: dark, light, high-contrast, mono, a theme in
+    /// ~/.config/sweeptop/themes/, or a path to a theme file.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub theme: Option<String>,
+    /// ASCII characters only (automatic when the locale is not UTF-8).
+    #[arg(long)]
+    pub ascii: bool,
+}
+
+impl ViewArgs {
+    /// The dashboard's settings; a bad keys or theme file is the user's to fix.
+    fn setup(&self, show_gpu: bool) -> Result<crate::tui::Setup> {
+        crate::tui::Setup::load(self.theme.as_deref(), self.ascii, show_gpu).map_err(user)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_pipe_is_recognised_through_context() {
+        let e = io::Error::new(io::ErrorKind::BrokenPipe, "closed");
+        let report = eyre::Report::new(e).wrap_err("writing the export");
+        assert!(closed_pipe(&report));
+        assert!(!closed_pipe(&eyre::eyre!("other")));
+    }
+
+    #[test]
+    fn the_command_line_is_valid() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,37 @@
+//! `sweeptop open DIR`: the dashboard over a recorded run, read-only; without a
+//! terminal, the grid as Markdown (as `export --format md`).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use super::{user, Context, Result, ViewArgs};
+use crate::export::{self, Format};
+use crate::view::replay;
+
+#[derive(clap::Args, Debug)]
+pub struct OpenArgs {
+    /// The run directory.
+    dir: PathBuf,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+pub fn open(args: OpenArgs) -> Result<u8> {
+    let view = replay::load_run(&args.dir).map_err(|e| user(e.to_string()))?;
+    if !std::io::stdout().is_terminal() {
+        let mut records: Vec<_> = view.records.values().cloned().collect();
+        records.sort_by(|a, b| a.cell.cmp(&b.cell));
+        super::print(&export::render(Format::Md, view.plan.clone(), &records))?;
+        return Ok(0);
+    }
+    let show_gpu = view
+        .gpu
+        .status()
+        .is_some_and(|s| *s != crate::model::GpuStatus::Disabled);
+    let setup = args.view.setup(show_gpu)?;
+    let warning = crate::control::is_live(&args.dir)
+        .then(|| "this run is still going: what you see is a snapshot".to_string());
+    let code = crate::tui::show_recorded(view, args.dir.clone(), setup, warning)
+        .context(|| "cannot use the terminal".into())?;
+    Ok(u8::try_from(code).unwrap_or(1))
+}

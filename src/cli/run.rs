@@ -1,0 +1,336 @@
+//! `sweeptop run PLAN`, `sweeptop run --resume DIR` and `sweeptop demo`: a
+//! sweep in the foreground (dashboard, or line progress without a terminal),
+//! or with `--detach` in the background in its own session.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{user, Context, GpuArgs, Result, ViewArgs};
+use crate::engine::{Bus, Engine, Options, Outcome, Request};
+use crate::model::Command;
+use crate::plan::{Plan, DEMO_PATH, DEMO_PLAN};
+use crate::store::{self, RunDir};
+use crate::view::state::ViewState;
+
+/// Exit code of an interrupted sweep.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The plan file (TOML).
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+    plan: Option<PathBuf>,
+    /// Continue the sweep recorded in this run directory.
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    common: Common,
+}
+
+/// What `run` and `demo` share.
+#[derive(clap::Args, Debug)]
+struct Common {
+    /// Run directory (default runs/<plan>-<UTC timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print line progress instead of the dashboard.
+    #[arg(long)]
+    headless: bool,
+    /// Run in the background (its own session); attach with `sweeptop attach`.
+    #[arg(long)]
+    detach: bool,
+    #[command(flatten)]
+    gpu: GpuArgs,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+pub fn run(args: RunArgs) -> Result<u8> {
+    let source = match (&args.resume, &args.plan) {
+        (Some(dir), _) if args.common.out.is_some() => {
+            return Err(user(format!(
+                "--out and --resume both name a run directory: continue with `sweeptop run --resume {}`",
+                dir.display()
+            )))
+        }
+        (Some(dir), _) => Source::Resume(dir.clone()),
+        (None, Some(plan)) => Source::Plan(plan.clone()),
+        (None, None) => return Err(user("a plan file is needed (or --resume DIR)")),
+    };
+    sweep(source, args.common)
+}
+
+pub fn demo(args: DemoArgs) -> Result<u8> {
+    sweep(Source::Demo, args.common)
+}
+
+/// Where a sweep's plan comes from.
+enum Source {
+    Plan(PathBuf),
+    Demo,
+    Resume(PathBuf),
+}
+
+/// The plan of a new sweep; a bad plan is the user's to fix (`file:line:col`).
+fn new_plan(source: &Source) -> Result<Plan> {
+    match source {
+        Source::Demo => {
+            Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| user(e.to_string()))
+        }
+        Source::Plan(path) => Plan::load(path).map_err(|e| user(e.to_string())),
+        Source::Resume(dir) => Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string())),
+    }
+}
+
+fn sweep(source: Source, args: Common) -> Result<u8> {
+    let demo = matches!(source, Source::Demo);
+    if args.detach {
+        let dir = match (&source, &args.out) {
+            (Source::Resume(d), _) | (_, Some(d)) => d.clone(),
+            _ => store::default_dir(&new_plan(&source)?.name),
+        };
+        return detach(&dir);
+    }
+    let headless = args.headless || !std::io::stdout().is_terminal();
+    // The dashboard's settings come first: a bad keys or theme file is an error
+    // before anything starts.
+    let setup = if headless {
+        None
+    } else {
+        Some(args.view.setup(!args.gpu.no_gpu)?)
+    };
+    let (plan, run_dir) = match &source {
+        Source::Resume(dir) => {
+            if crate::control::is_live(dir) {
+                return Err(user(format!(
+                    "a sweep is still running in {}: attach with `sweeptop attach {}`",
+                    dir.display(),
+                    dir.display()
+                )));
+            }
+            let plan = new_plan(&source)?;
+            let run = RunDir::reopen(dir).map_err(|e| user(e.to_string()))?;
+            (plan, run)
+        }
+        _ => {
+            let plan = new_plan(&source)?;
+            let dir = args
+                .out
+                .clone()
+                .unwrap_or_else(|| store::default_dir(&plan.name));
+            let run =
+                RunDir::create(&dir, &plan.name, &plan.source).map_err(|e| user(e.to_string()))?;
+            (plan, run)
+        }
+    };
+    let plan = Arc::new(plan);
+    // A resumed run's dashboard shows what is already recorded.
+    let seed = match (&source, &setup) {
+        (Source::Resume(dir), Some(_)) => crate::view::replay::load_run(dir).unwrap_or_default(),
+        _ => ViewState::default(),
+    };
+    let seed = ViewState {
+        plan: Some(plan.clone()),
+        plan_name: plan.name.clone(),
+        total_configs: plan.configs.len(),
+        total_cells: plan.cells.len(),
+        ..seed
+    };
+    let rt = super::runtime(2)?;
+    rt.block_on(async move {
+        let bus = Bus::new();
+        let (tx, rx) = mpsc::channel::<Request>(64);
+        // The control socket lets other terminals attach; it also guards the run
+        // directory against a second sweep.
+        let run_path = run_dir.path.clone();
+        let listener = crate::control::bind(&run_path)
+            .await
+            .context(|| format!("cannot open the control socket in {}", run_path.display()))?;
+        let _control = crate::control::serve(
+            listener,
+            &run_path,
+            &plan.name,
+            &bus,
+            tx.clone(),
+            store::read_events(&run_path),
+        );
+        let mut dashboard = None;
+        if let Some(setup) = setup {
+            match crate::tui::Dashboard::start(
+                seed,
+                run_path.clone(),
+                &bus,
+                tx.clone(),
+                setup,
+                false,
+            ) {
+                Ok(d) => dashboard = Some(d),
+                Err(e) => eprintln!("(no dashboard: {e}; showing line progress)"),
+            }
+        }
+        let printer = dashboard
+            .is_none()
+            .then(|| tokio::spawn(crate::headless::print(bus.events.subscribe())));
+        spawn_signal_handlers(tx.clone());
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sweeptop"));
+        let engine = Engine::new(
+            plan,
+            run_dir,
+            bus.clone(),
+            rx,
+            Options {
+                sweeptop_exe: exe,
+                gpu: args.gpu.source(demo),
+                gpu_interval: Duration::from_millis(args.gpu.gpu_interval_ms),
+            },
+        );
+        let outcome = match engine {
+            Ok(engine) => engine.run().await,
+            Err(e) => Err(e),
+        };
+        drop(bus);
+        if let Some(p) = printer {
+            let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
+        }
+        if let Some(mut d) = dashboard {
+            // After a finished sweep the dashboard stays until the user leaves it.
+            d.engine_done();
+            let detached = d.detached.clone();
+            let _ = tokio::task::spawn_blocking(move || d.join()).await;
+            if !detached.load(Ordering::SeqCst) {
+                let _ = match &outcome {
+                    Ok(Outcome::Finished) => super::print(&format!(
+                        "sweep finished; results in {}\n",
+                        run_path.display()
+                    )),
+                    Ok(Outcome::Interrupted) => super::print(&format!(
+                        "sweep interrupted; continue it with: sweeptop run --resume {}\n",
+                        run_path.display()
+                    )),
+                    Err(_) => Ok(()),
+                };
+            }
+        }
+        drop(tx);
+        match outcome {
+            Ok(Outcome::Finished) => Ok(0),
+            Ok(Outcome::Interrupted) => Ok(EXIT_INTERRUPTED),
+            Err(e) => Err(e.into()),
+        }
+    })
+}
+
+/// SIGINT and SIGTERM stop the sweep (the server group is stopped, what is
+/// recorded stays); SIGHUP (the SSH link dropped) is ignored so the sweep goes on.
+fn spawn_signal_handlers(tx: mpsc::Sender<Request>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    tokio::spawn(async move {
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        loop {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => { continue; }
+            };
+            let _ = tx
+                .send(Request {
+                    command: Command::Quit,
+                    source: format!("signal {name}"),
+                })
+                .await;
+        }
+    });
+}
+
+/// `--detach`: start the same sweep in the background in its own session, its
+/// output in the run directory, and print how to attach.
+fn detach(run_dir: &Path) -> Result<u8> {
+    use std::os::unix::process::CommandExt;
+    std::fs::create_dir_all(run_dir).context(|| format!("cannot create {}", run_dir.display()))?;
+    let log_path = run_dir.join("sweeptop.log");
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .context(|| format!("cannot open {}", log_path.display()))?;
+    // The same command line, minus --detach, headless, into this run directory.
+    let mut argv: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--detach")
+        .collect();
+    if !argv.iter().any(|a| a == "--headless") {
+        argv.push("--headless".into());
+    }
+    if !argv
+        .iter()
+        .any(|a| a == "--out" || a.starts_with("--out=") || a == "--resume")
+    {
+        argv.push("--out".into());
+        argv.push(run_dir.display().to_string());
+    }
+    let exe = std::env::current_exe().context(|| "cannot find this program".into())?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: the closure only calls setsid, which is async-signal-safe. A new
+    // session leaves our terminal, so a closed SSH session (SIGHUP to its
+    // process group) does not reach the sweep.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()?;
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .context(|| "cannot start the background sweep".into())?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if crate::control::is_live(run_dir) {
+            break;
+        }
+        if let Some(status) = child.try_wait()? {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            eprint!("{text}");
+            return Err(user(format!(
+                "the background sweep exited at once ({status})"
+            )));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(super::Error::Internal(color_eyre::eyre::eyre!(
+                "the background sweep did not open its control socket; see {}",
+                log_path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = run_dir.display();
+    let parent = run_dir
+        .parent()
+        .map_or_else(|| ".".into(), |p| p.display().to_string());
+    super::print(&format!(
+        "sweep running in the background (pid {}), output in {}\nattach with:  sweeptop attach {dir}\nlist runs:    sweeptop ls {parent}\n",
+        child.id(),
+        log_path.display()
+    ))?;
+    Ok(0)
+}

@@ -1,0 +1,355 @@
+//! Running one cell against a ready server: its prompts at the context target
+//! (clamped, refused or sent as the plan says when they would not fit), the
+//! requests with their raw records streamed to disk, the server's death, a
+//! fatal log line, the cell timeout and the user's skips watched all along,
+//! then the figures gathered (GPU, acceptance length) and judged by
+//! [`detect::validate`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::launch::{Live, Prompts};
+use super::outcome::{self, CellEnd};
+use super::server::Server;
+use super::Engine;
+use crate::detect::{self, ServerHealth};
+use crate::load::{self, CellLoad};
+use crate::model::{
+    Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, Level, Timestamp,
+};
+use crate::plan::{Cell, Config, Overflow, Plan, ShortRequests};
+
+impl Engine {
+    pub(super) async fn run_cell(
+        &mut self,
+        config: &Config,
+        cell: &Cell,
+        live: &mut Live,
+    ) -> CellEnd {
+        let started_at = Timestamp::now();
+        self.emit(Event::CellStarted {
+            at: started_at,
+            cell: cell.id.clone(),
+            config: config.id.clone(),
+        });
+        let failed = |f: Failure| outcome::failed(cell, started_at, f);
+        // A server that died between cells cannot run this one.
+        if live.server.exited().is_some() {
+            live.server.drain_logs(Duration::from_secs(2)).await;
+        }
+        if let Some(f) = death_failure(&live.server) {
+            return CellEnd::ServerDied(failed(f.clone()), f);
+        }
+        let (prompts, _measured) = match self.prompts_for(cell, live).await {
+            Ok(p) => p,
+            Err(f) => return CellEnd::Done(failed(f)),
+        };
+        let Some(w) = self.plan.workload(&cell.workload).cloned() else {
+            return CellEnd::Done(outcome::skipped(cell, started_at));
+        };
+        let limits = self.plan.limits.clone();
+        let load = CellLoad {
+            arrival: match w.rate {
+                Some(rate) => load::Arrival::Poisson { rate, capped: true },
+                None => load::Arrival::Closed,
+            },
+            duration: w.duration_s.map(Duration::from_secs_f64),
+            concurrency: cell.concurrency,
+            requests: w.requests,
+            warmup: w.warmup,
+            max_tokens: w.max_tokens,
+            prompts,
+            request_timeout: Duration::from_secs_f64(limits.request_timeout_s),
+            stall_timeout: Duration::from_secs_f64(limits.stall_timeout_s),
+        };
+        if let Ok(mut l) = live.server.log.lock() {
+            l.accept.clear();
+        }
+        let client = self.http.clone();
+        let pool = match load::Pool::new(&live.target.base) {
+            Ok(p) => Arc::new(p),
+            Err(message) => {
+                return CellEnd::Done(failed(Failure::new(
+                    FailureKind::ConnectionError,
+                    FailureSource::Client,
+                    message,
+                )))
+            }
+        };
+        let active = self.active_gpus(config);
+        if let Some(g) = &self.gpu {
+            g.begin_cell(config.gpus.as_deref(), &active);
+        }
+        let mut exit = live.server.exit.clone();
+        let mut fatal = live.server.fatal.clone();
+        let cell_deadline = tokio::time::sleep(Duration::from_secs_f64(limits.cell_timeout_s));
+        tokio::pin!(cell_deadline);
+        let spec_before = load::spec::metrics_text(&client, &live.target.base)
+            .await
+            .and_then(|t| load::spec::parse(&t));
+        let seq = self.seq.clone();
+        let mut requests = match self.run.requests_writer(&cell.id) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                self.notice(
+                    Level::Warn,
+                    format!("{}: raw request records not kept: {e}", cell.id),
+                );
+                None
+            }
+        };
+        // The running requests borrow the sink: the block ends both before the file is finished.
+        let run = {
+            let mut sink = |r: &crate::model::RequestRecord| {
+                if let Some(w) = requests.as_mut() {
+                    w.write(r);
+                }
+            };
+            let run_fut = load::run_cell(&pool, &live.target, &load, &seq, &mut sink);
+            tokio::pin!(run_fut);
+            loop {
+                tokio::select! {
+                    run = &mut run_fut => break run,
+                    _ = exit.changed() => {
+                        live.server.drain_logs(Duration::from_secs(2)).await;
+                        let f = death_failure(&live.server).unwrap_or_else(unknown_death);
+                        return CellEnd::ServerDied(failed(f.clone()), f);
+                    }
+                    _ = fatal.changed() => {
+                        // A fatal line: give the process a moment to exit so the
+                        // failure carries its exit status and all the evidence.
+                        let _ = tokio::time::timeout(Duration::from_secs(3), exit.changed()).await;
+                        live.server.drain_logs(Duration::from_millis(500)).await;
+                        if let Some(f) = death_failure(&live.server) {
+                            return CellEnd::ServerDied(failed(f.clone()), f);
+                        }
+                    }
+                    _ = &mut cell_deadline => {
+                        return CellEnd::Stalled(failed(Failure::new(
+                            FailureKind::RequestTimeout,
+                            FailureSource::Client,
+                            format!("the cell did not finish within cell_timeout_s = {}", limits.cell_timeout_s),
+                        )));
+                    }
+                    req = self.commands.recv() => {
+                        let Some(req) = req else { continue };
+                        if self.apply(&req) {
+                            return CellEnd::Quit;
+                        }
+                        match req.command {
+                            Command::SkipCell => return CellEnd::Skipped(outcome::skipped(cell, started_at)),
+                            Command::SkipConfig => return CellEnd::SkipConfig(outcome::skipped(cell, started_at)),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        };
+        // Requests cut off mid-stream usually mean the server is going down:
+        // wait briefly for its exit or its last words before judging.
+        if run.stats.errors.iter().any(detect::looks_like_server_gone) {
+            let settle = Duration::from_secs(3);
+            tokio::select! {
+                _ = exit.changed() => {}
+                _ = fatal.changed() => {
+                    // The cause is logged; give the process a moment to exit too.
+                    let _ = tokio::time::timeout(settle, exit.changed()).await;
+                }
+                _ = tokio::time::sleep(settle) => {}
+            }
+            if live.server.exited().is_some() {
+                live.server.drain_logs(Duration::from_secs(2)).await;
+            }
+        }
+        if let Some(Err(e)) = requests.take().map(|w| w.finish()) {
+            self.notice(
+                Level::Warn,
+                format!("{}: raw request records not kept: {e}", cell.id),
+            );
+        }
+        let mut metrics = run.stats.metrics(run.wall_ns);
+        if let Some(g) = &self.gpu {
+            (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = g.end_cell(&active);
+        }
+        let accept = live
+            .server
+            .log
+            .lock()
+            .map(|mut l| std::mem::take(&mut l.accept))
+            .unwrap_or_default();
+        if !accept.is_empty() {
+            metrics.accept_len = Some(accept.iter().sum::<f64>() / accept.len() as f64);
+        }
+        // Counters (vLLM) are exact over the cell; prefer them to sampled log lines.
+        if let Some(text) = load::spec::metrics_text(&client, &live.target.base).await {
+            let counted = spec_before
+                .zip(load::spec::parse(&text))
+                .and_then(|(before, after)| load::spec::accept_len(before, after));
+            if let Some(a) = counted {
+                metrics.accept_len = Some(a);
+            } else if metrics.accept_len.is_none() {
+                metrics.accept_len = load::spec::sglang_gauge(&text);
+            }
+        }
+        let health = ServerHealth {
+            died: death_failure(&live.server),
+        };
+        match detect::validate(
+            &run,
+            &metrics,
+            &health,
+            limits.max_error_rate,
+            limits.short_requests == ShortRequests::Fail,
+        ) {
+            Ok(()) => CellEnd::Done(outcome::ok(cell, started_at, metrics)),
+            Err(f) => {
+                let r = failed(f.clone());
+                if health.died.is_some() {
+                    CellEnd::ServerDied(r, f)
+                } else if run.stalled_for.is_some() {
+                    CellEnd::Stalled(r)
+                } else {
+                    CellEnd::Done(r)
+                }
+            }
+        }
+    }
+
+    /// The prompts for a cell at its context target, or the failure that stops
+    /// it before anything is sent.
+    async fn prompts_for(&mut self, cell: &Cell, live: &mut Live) -> Result<Prompts, Failure> {
+        let plan = self.plan.clone();
+        let preflight = |message: String| {
+            Failure::new(
+                FailureKind::StartupFailed,
+                FailureSource::Preflight,
+                message,
+            )
+        };
+        let w = plan
+            .workload(&cell.workload)
+            .ok_or_else(|| preflight(format!("unknown workload {}", cell.workload)))?;
+        let margin = plan.limits.context_margin;
+        let mut target = cell.context_tokens;
+        if let Some(limit) = live.context_limit {
+            let budget = limit.saturating_sub(w.max_tokens as u64 + margin);
+            if target > budget {
+                match w.overflow {
+                    Overflow::Clamp => target = budget,
+                    Overflow::Send => {}
+                    Overflow::Fail => {
+                        let numbers = ContextNumbers {
+                            limit: Some(limit),
+                            prompt_tokens: Some(cell.context_tokens),
+                            output_tokens: Some(w.max_tokens as u64),
+                            total_tokens: Some(cell.context_tokens + w.max_tokens as u64),
+                        };
+                        return Err(Failure::new(
+                            FailureKind::ContextOverflow,
+                            FailureSource::Preflight,
+                            format!(
+                                "prompt {} + max_tokens {} + margin {margin} exceeds the context limit {limit}; not sent",
+                                cell.context_tokens, w.max_tokens
+                            ),
+                        )
+                        .with_context(Some(numbers)));
+                    }
+                }
+            }
+            if target == 0 {
+                return Err(Failure::new(
+                    FailureKind::ContextOverflow,
+                    FailureSource::Preflight,
+                    format!(
+                        "max_tokens {} + margin {margin} leave no room for a prompt in {limit} tokens",
+                        w.max_tokens
+                    ),
+                ));
+            }
+        }
+        let key = (w.id.clone(), target);
+        if let Some(p) = live.prompts.get(&key) {
+            return Ok(p.clone());
+        }
+        let sources = load::prompt::load_source(&w.prompt).map_err(preflight)?;
+        if live.measure.is_none() {
+            let local = config_tokenizer(&plan, &cell.config);
+            let (m, notice) =
+                load::tokenizer::Measure::choose(&self.http, &live.target, local.as_deref()).await;
+            if let Some(n) = notice {
+                self.notice(Level::Warn, format!("{}: {n}", cell.config));
+            }
+            live.measure = Some(m);
+        }
+        let mut bodies = Vec::new();
+        let mut measured = 0;
+        for src in sources.iter().take(64) {
+            let measure = live
+                .measure
+                .clone()
+                .unwrap_or(load::tokenizer::Measure::Estimate);
+            let (text, n, error) = measure.fit(src, target).await;
+            if let Some(e) = error {
+                // Stop asking a tokenizer that failed once.
+                self.notice(
+                    Level::Warn,
+                    format!(
+                        "{}: {e}; prompt lengths are estimated from here on",
+                        cell.config
+                    ),
+                );
+                live.measure = Some(load::tokenizer::Measure::Estimate);
+            }
+            measured = measured.max(n);
+            bodies.push(text);
+        }
+        let v = (Arc::new(bodies), measured);
+        live.prompts.insert(key, v.clone());
+        Ok(v)
+    }
+}
+
+/// Why the server is gone or broken, from its log first, else its exit.
+fn death_failure(server: &Server) -> Option<Failure> {
+    let exit = server.exited();
+    let (logged, tail) = server
+        .log
+        .lock()
+        .map(|l| (l.watch.failure(), l.watch.tail(20)))
+        .unwrap_or((None, Vec::new()));
+    match (logged, exit) {
+        (Some(mut f), Some(info)) => {
+            f.message = format!("{} ({})", f.message, info.describe());
+            Some(f)
+        }
+        (Some(f), None) => Some(f),
+        (None, Some(info)) => {
+            let kind = detect::classify_exit(info.code, info.signal, None, &tail);
+            Some(
+                Failure::new(
+                    kind,
+                    FailureSource::Exit,
+                    format!("server exited while the cell ran ({})", info.describe()),
+                )
+                .with_evidence(tail),
+            )
+        }
+        (None, None) => None,
+    }
+}
+
+fn unknown_death() -> Failure {
+    Failure::new(
+        FailureKind::ServerExited,
+        FailureSource::Exit,
+        "server exited",
+    )
+}
+
+/// The local tokenizer a config's plan names, if any.
+fn config_tokenizer(plan: &Plan, config: &str) -> Option<PathBuf> {
+    plan.config(config)
+        .and_then(|c| c.tokenizer.as_ref())
+        .map(PathBuf::from)
+}

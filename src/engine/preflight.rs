@@ -1,0 +1,93 @@
+//! What must hold before a server is launched: the paths it needs exist (a
+//! reboot empties /dev/shm), no other process holds memory on its GPUs, and its
+//! port is free. A failure here is the config's, with `source: preflight`, and
+//! is never retried.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{process, Engine};
+use crate::model::{Failure, FailureKind, FailureSource, Level, Timestamp};
+use crate::plan::{Config, ForeignGpu, Port};
+
+/// A preflight failure: the server was not started.
+pub(super) fn failure(message: String) -> Failure {
+    Failure::new(
+        FailureKind::StartupFailed,
+        FailureSource::Preflight,
+        message,
+    )
+}
+
+impl Engine {
+    /// Check a config before its launch; the port to start it on.
+    pub(super) async fn preflight(&mut self, config: &Config) -> Result<u16, Failure> {
+        for path in &config.requires {
+            if !Path::new(path).exists() {
+                let hint = if path.starts_with("/dev/shm") {
+                    " (files in /dev/shm vanish on reboot: copy the model back)"
+                } else {
+                    ""
+                };
+                return Err(failure(format!(
+                    "required path {path} does not exist{hint}"
+                )));
+            }
+        }
+        self.check_foreign_gpu_processes(config).await?;
+        match config.port {
+            Port::Fixed(p) => {
+                if !process::wait_port_free(&config.host, p, Duration::from_secs(30)).await {
+                    return Err(failure(format!(
+                        "port {p} on {} is in use by another process",
+                        config.host
+                    )));
+                }
+                Ok(p)
+            }
+            Port::Auto => process::pick_free_port(&config.host)
+                .map_err(|e| failure(format!("cannot find a free port on {}: {e}", config.host))),
+        }
+    }
+
+    /// Other processes holding memory on the config's GPUs fail the preflight,
+    /// or only warn when the plan says so. Judged on a sample taken after the
+    /// previous server stopped.
+    async fn check_foreign_gpu_processes(&mut self, config: &Config) -> Result<(), Failure> {
+        let fresh = match &self.gpu {
+            Some(g) => g.fresh_after(Timestamp::now()).await,
+            None => None,
+        };
+        let Some(snap) = fresh else {
+            return Ok(());
+        };
+        let foreign = crate::gpu::foreign_processes(&snap, config.gpus.as_deref());
+        if foreign.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = foreign
+            .iter()
+            .map(|(gpu, p)| {
+                format!(
+                    "GPU {gpu}: pid {} {} ({} MiB)",
+                    p.pid,
+                    p.name,
+                    p.used_mib.map_or_else(|| "?".into(), |m| m.to_string())
+                )
+            })
+            .collect();
+        let message = format!(
+            "other processes hold memory on the config's GPUs: {}",
+            list.join("; ")
+        );
+        match self.plan.limits.foreign_gpu {
+            ForeignGpu::Fail => Err(failure(format!(
+                "{message} (set limits.foreign_gpu = \"warn\" to launch anyway)"
+            ))),
+            ForeignGpu::Warn => {
+                self.notice(Level::Warn, format!("{}: {message}", config.id));
+                Ok(())
+            }
+        }
+    }
+}

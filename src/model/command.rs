@@ -1,0 +1,110 @@
+//! What a user (a key, an attached client, a signal) can ask of a running sweep.
+//! The serde form is the control protocol's; [`Command::from_str`] reads the
+//! form typed on the command line (`attach --send skip-cell`).
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    Pause,
+    Resume,
+    TogglePause,
+    /// Skip the rest of the running config.
+    SkipConfig,
+    /// Skip the running cell.
+    SkipCell,
+    /// Run a cell (or every cell of a config) again at the end of the sweep.
+    Retry {
+        target: String,
+    },
+    /// Leave a config out of the rest of the sweep.
+    Exclude {
+        config: String,
+    },
+    Quit,
+}
+
+/// The command-line forms, for the error message.
+pub const COMMAND_FORMS: &str =
+    "pause, resume, toggle-pause, skip-config, skip-cell, quit, retry=CELL|CONFIG, exclude=CONFIG";
+
+impl Command {
+    /// The name recorded in `Action` events.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Pause => "pause",
+            Command::Resume => "resume",
+            Command::TogglePause => "toggle_pause",
+            Command::SkipConfig => "skip_config",
+            Command::SkipCell => "skip_cell",
+            Command::Retry { .. } => "retry",
+            Command::Exclude { .. } => "exclude",
+            Command::Quit => "quit",
+        }
+    }
+
+    /// The cell or config it names, if any.
+    pub fn target(&self) -> Option<String> {
+        match self {
+            Command::Retry { target } => Some(target.clone()),
+            Command::Exclude { config } => Some(config.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl FromStr for Command {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Command, String> {
+        Ok(match s {
+            "pause" => Command::Pause,
+            "resume" => Command::Resume,
+            "toggle-pause" => Command::TogglePause,
+            "skip-config" => Command::SkipConfig,
+            "skip-cell" => Command::SkipCell,
+            "quit" => Command::Quit,
+            other => match (other.strip_prefix("retry="), other.strip_prefix("exclude=")) {
+                (Some(t), _) if !t.is_empty() => Command::Retry {
+                    target: t.to_string(),
+                },
+                (_, Some(c)) if !c.is_empty() => Command::Exclude {
+                    config: c.to_string(),
+                },
+                _ => return Err(format!("unknown command `{other}`: {COMMAND_FORMS}")),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_forms() {
+        assert_eq!("skip-cell".parse(), Ok(Command::SkipCell));
+        assert_eq!(
+            "retry=tp1-baseline".parse(),
+            Ok(Command::Retry {
+                target: "tp1-baseline".into()
+            })
+        );
+        assert!("retry=".parse::<Command>().is_err());
+        let e = "jump".parse::<Command>().unwrap_err();
+        assert!(
+            e.contains("unknown command `jump`") && e.contains("skip-config"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn protocol_form() {
+        let json = serde_json::to_string(&Command::Exclude { config: "c".into() }).unwrap();
+        assert_eq!(json, r#"{"command":"exclude","config":"c"}"#);
+        assert_eq!(Command::TogglePause.name(), "toggle_pause");
+    }
+}

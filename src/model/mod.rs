@@ -1,0 +1,31 @@
+//! The data every part of sweeptop speaks, and nothing else: events, cell
+//! records and their statuses, failures and their kinds, per-cell metrics and
+//! the one metric table, GPU snapshots, raw request records, run metadata,
+//! user commands, and the timestamp type. Most of it is written to the run
+//! directory or sent over the control socket, so its serde form is a contract.
+//!
+//! This module does no I/O and imports nothing else from the crate; every other
+//! module may import it (a test in `tests/layers.rs` keeps it so).
+
+mod command;
+mod event;
+mod failure;
+mod gpu;
+mod metrics;
+mod record;
+mod request;
+mod run;
+mod time;
+
+pub use command::{Command, COMMAND_FORMS};
+pub use event::{describe_exit, signal_name, Event, Level, LogMark};
+pub use failure::{thousands, ContextNumbers, Failure, FailureKind, FailureSource};
+pub use gpu::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
+pub use metrics::{families, ms_label, rate_label, Better, Metric, Metrics, Unit, Value, METRICS};
+pub use record::{CellRecord, Status};
+pub use request::{RequestError, RequestRecord};
+pub use run::{RunMeta, RunState};
+pub use time::Timestamp;
+
+#[cfg(test)]
+pub(crate) use metrics::sample as sample_metrics;

@@ -1,0 +1,52 @@
+//! One measured request as `requests/<cell>.jsonl` keeps it: its timeline
+//! ([`RequestRecord`]) and, when it did not complete, why ([`RequestError`]).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a request did not complete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RequestError {
+    /// Non-2xx status with the (truncated) body.
+    Http {
+        status: u16,
+        body: String,
+    },
+    /// An `error` object inside a 200 stream.
+    InStream {
+        body: String,
+    },
+    Connection {
+        message: String,
+    },
+    Timeout,
+    /// The stream ended without `[DONE]`.
+    Truncated,
+    Malformed {
+        message: String,
+    },
+}
+
+/// Everything measured about one request. Times are nanoseconds since the cell
+/// started, taken when the bytes arrived.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub start_ns: u64,
+    /// Arrival of every chunk that carried text, with its text length in bytes.
+    pub chunks: Vec<(u64, u32)>,
+    pub end_ns: u64,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub max_tokens: u32,
+    pub finish_reason: Option<String>,
+    pub error: Option<RequestError>,
+}
+
+impl RequestRecord {
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+    pub fn first_token_ns(&self) -> Option<u64> {
+        self.chunks.first().map(|c| c.0)
+    }
+}

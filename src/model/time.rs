@@ -1,0 +1,138 @@
+//! [`Timestamp`]: a moment in UTC to the millisecond, the type of every `at`,
+//! `started_at` and `finished_at`. On disk and on the wire it is RFC 3339
+//! (`2026-12-03T08:16:24.123Z`), as it always was; in memory it is a number, so
+//! times compare as times, not as text.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// Milliseconds since the Unix epoch, UTC. `Timestamp::default()` is the epoch:
+/// older than anything a sweep records, so it serves as "never".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// The current time.
+    pub fn now() -> Timestamp {
+        let ns = OffsetDateTime::now_utc().unix_timestamp_nanos();
+        Timestamp(i64::try_from(ns / 1_000_000).unwrap_or(i64::MAX))
+    }
+
+    pub fn from_unix_ms(ms: i64) -> Timestamp {
+        Timestamp(ms)
+    }
+
+    pub fn unix_ms(self) -> i64 {
+        self.0
+    }
+
+    /// Any RFC 3339 time (any offset, any number of fraction digits), to the
+    /// millisecond; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Timestamp> {
+        let t = OffsetDateTime::parse(s.trim(), &Rfc3339).ok()?;
+        i64::try_from(t.unix_timestamp_nanos().div_euclid(1_000_000))
+            .ok()
+            .map(Timestamp)
+    }
+
+    /// Seconds from `earlier` to `self` (negative when `earlier` is later).
+    pub fn seconds_since(self, earlier: Timestamp) -> f64 {
+        self.0.saturating_sub(earlier.0) as f64 / 1000.0
+    }
+
+    /// `HH:MM:SS`, for progress lines.
+    pub fn clock(self) -> String {
+        let t = self.datetime();
+        format!("{:02}:{:02}:{:02}", t.hour(), t.minute(), t.second())
+    }
+
+    /// `YYYYMMDD-HHMMSS`, for directory names.
+    pub fn compact(self) -> String {
+        let t = self.datetime();
+        format!(
+            "{:04}{:02}{:02}-{:02}{:02}{:02}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        )
+    }
+
+    fn datetime(self) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    /// RFC 3339 in UTC with milliseconds: `2026-12-03T08:16:24.123Z`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.datetime();
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.millisecond()
+        )
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        Timestamp::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("`{s}` is not an RFC 3339 time")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints_rfc3339() {
+        let p = |s| Timestamp::parse(s).map(Timestamp::unix_ms);
+        assert_eq!(p("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(p("1970-01-02T00:00:01.5Z"), Some(86_401_500));
+        assert_eq!(p("2000-03-01T00:00:00Z"), Some(951_868_800_000));
+        assert_eq!(p("2000-03-01T01:00:00+01:00"), Some(951_868_800_000));
+        assert_eq!(p("garbage"), None);
+        assert_eq!(p("t0"), None);
+        let t = Timestamp::parse("2026-12-03T08:16:24.123Z").unwrap();
+        assert_eq!(t.to_string(), "2026-12-03T08:16:24.123Z");
+        assert_eq!(t.clock(), "08:16:24");
+        assert_eq!(t.compact(), "20261203-081624");
+    }
+
+    #[test]
+    fn orders_as_time_and_round_trips_through_json() {
+        let a = Timestamp::parse("2026-12-03T09:00:00Z").unwrap();
+        // As text this one sorts first; as a time it is later.
+        let b = Timestamp::parse("2026-12-03T09:00:00.5+00:00").unwrap();
+        assert!(b > a);
+        assert_eq!(b.seconds_since(a), 0.5);
+        let json = serde_json::to_string(&b).unwrap();
+        assert_eq!(json, "\"2026-12-03T09:00:00.500Z\"");
+        assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), b);
+        assert!(serde_json::from_str::<Timestamp>("\"yesterday\"").is_err());
+        let now = Timestamp::now();
+        assert!(now > a || a.unix_ms() > 0);
+        assert!(Timestamp::default() < a);
+    }
+}

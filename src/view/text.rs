@@ -1,0 +1,231 @@
+//! Events and metrics in words: the one formatter behind progress lines
+//! (`--headless`, `attach --headless`, `progress.log`), the dashboard's own
+//! notes in the log pane, the details view and `loadtest`'s report.
+
+use crate::model::{describe_exit, families, CellRecord, Event, Level, Metrics, Status};
+
+use super::grid::{CellView, ValueMode};
+
+/// The line an event prints, if any.
+pub fn line(ev: &Event) -> Option<String> {
+    let text = match ev {
+        Event::SweepStarted {
+            plan,
+            run_dir,
+            configs,
+            cells,
+            already_done,
+            ..
+        } => format!(
+            "sweep {plan}: {configs} configs, {cells} cells{} → {run_dir}",
+            if *already_done > 0 {
+                format!(" ({already_done} already recorded)")
+            } else {
+                String::new()
+            }
+        ),
+        Event::ConfigStarting {
+            config,
+            index,
+            total,
+            command,
+            attempt,
+            ..
+        } => format!(
+            "[{index}/{total}] {config}: starting{}  $ {command}",
+            if *attempt > 1 {
+                format!(" (attempt {attempt})")
+            } else {
+                String::new()
+            }
+        ),
+        Event::ServerReady {
+            config,
+            after_s,
+            context_limit,
+            model,
+            ..
+        } => format!(
+            "{config}: ready after {after_s:.1} s (model {model}, context {})",
+            context_limit.map_or_else(|| "unknown".into(), |c| c.to_string())
+        ),
+        Event::CellFinished { record, .. } => format!("  {}  {}", record.cell, outcome(record)),
+        Event::ServerExited {
+            config,
+            code,
+            signal,
+            ..
+        } => format!(
+            "{config}: server exited by itself ({})",
+            describe_exit(*code, *signal)
+        ),
+        Event::ServerStopped {
+            config,
+            how,
+            after_s,
+            ..
+        } => format!("{config}: server stopped ({how}, {after_s:.1} s)"),
+        Event::Action {
+            action,
+            target,
+            source,
+            ..
+        } => format!(
+            "{action}{} (from {source})",
+            target.as_ref().map(|t| format!(" {t}")).unwrap_or_default()
+        ),
+        Event::Paused { .. } => "paused (after the running cell)".into(),
+        Event::Resumed { .. } => "resumed".into(),
+        Event::Notice { level, message, .. } => format!(
+            "{}{message}",
+            match level {
+                Level::Info => "",
+                Level::Warn => "warning: ",
+                Level::Error => "error: ",
+            }
+        ),
+        Event::SweepFinished {
+            ok,
+            failed,
+            skipped,
+            ..
+        } => format!("sweep finished: {ok} ok, {failed} failed, {skipped} skipped"),
+        Event::SweepInterrupted { reason, .. } => {
+            format!("sweep interrupted ({reason}); resume with --resume")
+        }
+        Event::CellStarted { .. } | Event::Log { .. } | Event::Gpu { .. } => return None,
+    };
+    Some(match ev.at() {
+        Some(at) => format!("{} {text}", at.clock()),
+        None => text,
+    })
+}
+
+/// A finished cell in a few words: `ok  389.2 tok/s  ttft p50 85ms …`,
+/// `FAILED ctx 400: 32,808 > 32,768 — 4 of 4 requests failed: …`, `skipped`.
+pub fn outcome(r: &CellRecord) -> String {
+    match (r.status, &r.metrics, &r.failure) {
+        (Status::Ok, Some(m), _) => format!("ok  {}", summary(m)),
+        (Status::Ok, None, _) => "ok".into(),
+        (Status::Failed, _, Some(f)) => format!(
+            "FAILED {} — {}",
+            CellView::of_record(r, ValueMode::default(), None, false).label(),
+            f.message
+        ),
+        (Status::Failed, _, None) => "FAILED".into(),
+        (Status::Skipped, _, _) => "skipped".into(),
+    }
+}
+
+/// The metrics the table marks for summaries, on one line; a metric that was
+/// not measured (no speculative decoding: no acceptance length) is left out.
+pub fn summary(m: &Metrics) -> String {
+    crate::model::METRICS
+        .iter()
+        .filter_map(|metric| {
+            let name = metric.summary?;
+            if metric.value(m) == crate::model::Value::Missing {
+                return None;
+            }
+            let text = metric.human(m);
+            Some(if name.is_empty() {
+                text
+            } else {
+                format!("{name} {text}")
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("  ")
+}
+
+/// Every metric, one line per family: (`TTFT`, `p50 85.0ms  p90 90.0ms
+/// p99 1.24s  mean 88.0ms`). The details view and `loadtest` print these.
+pub fn metric_lines(m: &Metrics) -> Vec<(&'static str, String)> {
+    families()
+        .into_iter()
+        .map(|(family, metrics)| {
+            let values: Vec<String> = metrics
+                .iter()
+                .map(|x| {
+                    if x.stat.is_empty() {
+                        x.human(m)
+                    } else {
+                        format!("{} {}", x.stat, x.human(m))
+                    }
+                })
+                .collect();
+            (family, values.join("  "))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{sample_metrics, Failure, FailureKind, FailureSource, Timestamp};
+
+    fn record(status: Status) -> CellRecord {
+        CellRecord {
+            cell: "tp1-baseline/code-ctx1024-c1".into(),
+            config: "tp1-baseline".into(),
+            phase: "tp1".into(),
+            workload: "code".into(),
+            context_tokens: 1024,
+            concurrency: 1,
+            status,
+            failure: (status == Status::Failed).then(|| {
+                Failure::new(
+                    FailureKind::CudaIllegalInstruction,
+                    FailureSource::ServerLog,
+                    "CUDA error: an illegal instruction was encountered",
+                )
+            }),
+            metrics: (status == Status::Ok).then(sample_metrics),
+            started_at: Timestamp::parse("2026-12-03T08:16:20Z").unwrap(),
+            finished_at: Timestamp::parse("2026-12-03T08:16:24.5Z").unwrap(),
+        }
+    }
+
+    #[test]
+    fn finished_cells_read_as_one_line() {
+        let ok = Event::CellFinished {
+            at: record(Status::Ok).finished_at,
+            record: Box::new(record(Status::Ok)),
+        };
+        assert_eq!(
+            line(&ok).unwrap(),
+            "08:16:24   tp1-baseline/code-ctx1024-c1  ok  66.7 tok/s  ttft p50 85.0ms  itl p50 10.0ms  prompt 1024 tokens"
+        );
+        let failed = record(Status::Failed);
+        assert_eq!(
+            outcome(&failed),
+            "FAILED ILL-INSTR — CUDA error: an illegal instruction was encountered"
+        );
+        assert_eq!(outcome(&record(Status::Skipped)), "skipped");
+        assert_eq!(
+            line(&Event::Log {
+                config: "c".into(),
+                line: "x".into(),
+                mark: crate::model::LogMark::Plain
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn every_metric_has_a_line() {
+        let lines = metric_lines(&sample_metrics());
+        let all: String = lines.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+        assert!(
+            all.contains("TTFT: p50 85.0ms  p90 90.0ms  p99 1.24s  mean 88.0ms"),
+            "{all}"
+        );
+        assert!(all.contains("output tok/s: 66.7 tok/s"), "{all}");
+        assert!(
+            all.contains("ITL: p50 10.0ms  p90 N/A  p99 12.0ms  mean 10.5ms"),
+            "{all}"
+        );
+        let values: usize = lines.iter().map(|(_, v)| v.split("  ").count()).sum();
+        assert_eq!(values, crate::model::METRICS.len());
+    }
+}
