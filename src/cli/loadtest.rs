@@ -56,7 +56,7 @@ pub struct LoadtestArgs {
 pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
     let base = args.url.trim_end_matches('/').to_string();
     // A URL the client cannot use is refused before anything is sent.
-    let pool = Arc::new(load::Pool::new(&base).map_err(user)?);
+    let pool = Arc::new(load::Pool::new(&base).map_err(|e| user(e.to_string()))?);
     let rt = super::runtime(2)?;
     rt.block_on(async move {
         let probe = load::http_client();

@@ -19,7 +19,7 @@ mod open;
 mod run;
 mod sim_server;
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -67,7 +67,15 @@ pub enum Cmd {
 pub fn run(cli: Cli) -> ExitCode {
     let verbose = cli.verbose || std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0");
     if verbose {
-        let _ = color_eyre::install();
+        // Colours only for a terminal.
+        let theme = if io::stderr().is_terminal() {
+            color_eyre::config::Theme::dark()
+        } else {
+            color_eyre::config::Theme::new()
+        };
+        let _ = color_eyre::config::HookBuilder::default()
+            .theme(theme)
+            .install();
     }
     let result = match cli.command {
         Cmd::Run(args) => run::run(args),
@@ -219,7 +227,8 @@ pub struct ViewArgs {
 impl ViewArgs {
     /// The dashboard's settings; a bad keys or theme file is the user's to fix.
     fn setup(&self, show_gpu: bool) -> Result<crate::tui::Setup> {
-        crate::tui::Setup::load(self.theme.as_deref(), self.ascii, show_gpu).map_err(user)
+        crate::tui::Setup::load(self.theme.as_deref(), self.ascii, show_gpu)
+            .map_err(|e| user(e.to_string()))
     }
 }
 

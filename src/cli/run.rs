@@ -89,6 +89,11 @@ fn new_plan(source: &Source) -> Result<Plan> {
             Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| user(e.to_string()))
         }
         Source::Plan(path) => Plan::load(path).map_err(|e| user(e.to_string())),
+        Source::Resume(dir) if !dir.join(store::PLAN).exists() => Err(user(format!(
+            "{} is not a run directory (no {}): see `sweeptop ls`",
+            dir.display(),
+            store::PLAN
+        ))),
         Source::Resume(dir) => Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string())),
     }
 }

@@ -65,8 +65,7 @@ pub fn peer_allowed(peer_uid: u32, own_uid: u32) -> bool {
 }
 
 fn own_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// What a new viewer needs: recorded events, the latest GPU sample, recent log lines.

@@ -73,7 +73,7 @@ impl Engine {
                 return CellEnd::Done(failed(Failure::new(
                     FailureKind::ConnectionError,
                     FailureSource::Client,
-                    message,
+                    message.to_string(),
                 )))
             }
         };
@@ -272,7 +272,7 @@ impl Engine {
         if let Some(p) = live.prompts.get(&key) {
             return Ok(p.clone());
         }
-        let sources = load::prompt::load_source(&w.prompt).map_err(preflight)?;
+        let sources = load::prompt::load_source(&w.prompt).map_err(|e| preflight(e.to_string()))?;
         if live.measure.is_none() {
             let local = config_tokenizer(&plan, &cell.config);
             let (m, notice) =

@@ -56,7 +56,7 @@ impl Engine {
             .iter()
             .map(|(k, v)| (k.clone(), fill(v)))
             .collect();
-        let command = crate::plan::shell_quote(&argv);
+        let command = crate::plan::template::join_words(&argv);
         self.emit(Event::ConfigStarting {
             at: Timestamp::now(),
             config: config.id.clone(),

@@ -162,8 +162,8 @@ async fn stream(
         Some(c) => (c, true),
         None => match pool.connect().await {
             Ok(c) => (c, false),
-            Err(m) => {
-                rec.error = connection_error(m);
+            Err(e) => {
+                rec.error = connection_error(e.to_string());
                 return;
             }
         },
@@ -182,8 +182,8 @@ async fn stream(
                 reused = false;
                 conn = match pool.connect().await {
                     Ok(c) => c,
-                    Err(m) => {
-                        rec.error = connection_error(m);
+                    Err(e) => {
+                        rec.error = connection_error(e.to_string());
                         return;
                     }
                 };

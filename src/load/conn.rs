@@ -7,6 +7,7 @@
 //! many requests starting at once, queueing between the send time and the
 //! write). No proxies: benchmarks talk to the server directly.
 
+use super::LoadError;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -87,20 +88,20 @@ pub struct Pool {
 
 impl Pool {
     /// A pool for `http://host[:port][/prefix]`.
-    pub fn new(base: &str) -> Result<Pool, String> {
-        let uri: hyper::Uri = base
-            .parse()
-            .map_err(|e| format!("{base}: not a URL ({e})"))?;
+    pub fn new(base: &str) -> Result<Pool, LoadError> {
+        let bad = |why: String| LoadError::BadUrl {
+            url: base.to_string(),
+            why,
+        };
+        let uri: hyper::Uri = base.parse().map_err(|e| bad(format!("not a URL ({e})")))?;
         match uri.scheme_str() {
             Some("http") => {}
-            Some(other) => {
-                return Err(format!("{base}: only http:// is supported, not {other}://"))
-            }
-            None => return Err(format!("{base}: the URL needs http://")),
+            Some(other) => return Err(bad(format!("only http:// is supported, not {other}://"))),
+            None => return Err(bad("the URL needs http://".into())),
         }
         let host = uri
             .host()
-            .ok_or_else(|| format!("{base}: no host in the URL"))?
+            .ok_or_else(|| bad("no host in the URL".into()))?
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
@@ -133,14 +134,15 @@ impl Pool {
     }
 
     /// Open a new connection (Nagle off: small SSE chunks must not wait).
-    pub async fn connect(&self) -> Result<Conn, String> {
+    pub async fn connect(&self) -> Result<Conn, LoadError> {
+        let addr = || format!("{}:{}", self.host, self.port);
         let stream = TcpStream::connect((self.host.as_str(), self.port))
             .await
-            .map_err(|e| format!("connect to {}:{}: {e}", self.host, self.port))?;
+            .map_err(|err| LoadError::Connect { addr: addr(), err })?;
         let _ = stream.set_nodelay(true);
         let (sender, driver) = http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| format!("HTTP handshake with {}:{}: {e}", self.host, self.port))?;
+            .map_err(|err| LoadError::Handshake { addr: addr(), err })?;
         Ok(Conn {
             sender,
             driver: Some(Box::pin(driver)),
@@ -200,6 +202,7 @@ mod tests {
         assert!(Pool::new("https://x:1")
             .err()
             .unwrap()
+            .to_string()
             .contains("only http://"));
         assert!(Pool::new("127.0.0.1:30000").is_err());
         assert!(Pool::new("http://").is_err());

@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod conn;
+mod error;
 pub mod metrics;
 pub mod prompt;
 pub mod spec;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use crate::model::RequestRecord;
 pub use client::{http_client, Target};
 pub use conn::Pool;
+pub use error::LoadError;
 pub use metrics::CellStats;
 
 /// How requests arrive.
@@ -186,7 +188,8 @@ pub async fn tokenize(
     client: &reqwest::Client,
     target: &Target,
     text: &str,
-) -> Result<u64, String> {
+) -> Result<u64, LoadError> {
+    let fail = |why: String| LoadError::Tokenize(why);
     let body = match target.api {
         crate::plan::Api::Completions => serde_json::json!({"model": target.model, "prompt": text}),
         crate::plan::Api::Chat => {
@@ -202,13 +205,12 @@ pub async fn tokenize(
         .timeout(Duration::from_secs(10))
         .send()
         .await
-        .map_err(|e| format!("tokenize: {e}"))?;
+        .map_err(|e| fail(e.to_string()))?;
     if !resp.status().is_success() {
-        return Err(format!("tokenize: HTTP {}", resp.status().as_u16()));
+        return Err(fail(format!("HTTP {}", resp.status().as_u16())));
     }
-    let bytes = resp.bytes().await.map_err(|e| format!("tokenize: {e}"))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("tokenize: {e}"))?;
+    let bytes = resp.bytes().await.map_err(|e| fail(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
     v.get("count")
         .and_then(|c| c.as_u64())
         .or_else(|| {
@@ -216,7 +218,7 @@ pub async fn tokenize(
                 .and_then(|t| t.as_array())
                 .map(|a| a.len() as u64)
         })
-        .ok_or_else(|| "tokenize: no `count` or `tokens` in the answer".to_string())
+        .ok_or_else(|| fail("no `count` or `tokens` in the answer".into()))
 }
 
 /// What the server says about itself: the first model id and its context length.

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::LoadError;
 use crate::plan::builtin_prompt as builtin;
 
 /// Natural text used to pad prompts to their target length.
@@ -20,29 +21,30 @@ closed with a short presentation about the river restoration project that the co
 including photographs of the new footbridge and the first otters seen there in twenty years. ";
 
 /// The instructions of a workload's prompt source (one per prompt; cycled).
-pub fn load_source(spec: &str) -> Result<Vec<String>, String> {
+pub fn load_source(spec: &str) -> Result<Vec<String>, LoadError> {
+    let fail = LoadError::PromptSource;
     match spec.split_once(':') {
         Some(("builtin", name)) => builtin(name)
             .map(|s| vec![s.to_string()])
-            .ok_or_else(|| format!("unknown built-in prompt `{name}`")),
+            .ok_or_else(|| fail(format!("unknown built-in prompt `{name}`"))),
         Some(("file", path)) => {
             let text = std::fs::read_to_string(Path::new(path))
-                .map_err(|e| format!("prompt file {path}: {e}"))?;
+                .map_err(|e| fail(format!("prompt file {path}: {e}")))?;
             if text.trim().is_empty() {
-                return Err(format!("prompt file {path} is empty"));
+                return Err(fail(format!("prompt file {path} is empty")));
             }
             Ok(vec![text])
         }
         Some(("jsonl", path)) => {
             let text = std::fs::read_to_string(Path::new(path))
-                .map_err(|e| format!("prompt file {path}: {e}"))?;
+                .map_err(|e| fail(format!("prompt file {path}: {e}")))?;
             let mut out = Vec::new();
             for (i, line) in text.lines().enumerate() {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v: serde_json::Value =
-                    serde_json::from_str(line).map_err(|e| format!("{path}:{}: {e}", i + 1))?;
+                let v: serde_json::Value = serde_json::from_str(line)
+                    .map_err(|e| fail(format!("{path}:{}: {e}", i + 1)))?;
                 let p = v
                     .get("prompt")
                     .and_then(|p| p.as_str())
@@ -58,19 +60,19 @@ pub fn load_source(spec: &str) -> Result<Vec<String>, String> {
                     })
                     .or_else(|| v.as_str().map(str::to_string))
                     .ok_or_else(|| {
-                        format!(
+                        fail(format!(
                             "{path}:{}: expected {{\"prompt\": ...}} or {{\"messages\": [...]}}",
                             i + 1
-                        )
+                        ))
                     })?;
                 out.push(p);
             }
             if out.is_empty() {
-                return Err(format!("prompt file {path} has no prompts"));
+                return Err(fail(format!("prompt file {path} has no prompts")));
             }
             Ok(out)
         }
-        _ => Err(format!("bad prompt source `{spec}`")),
+        _ => Err(fail(format!("bad prompt source `{spec}`"))),
     }
 }
 
@@ -108,10 +110,10 @@ pub async fn fit<F, Fut>(
     instruction: &str,
     target: u64,
     mut measure: F,
-) -> Result<(String, u64), String>
+) -> Result<(String, u64), LoadError>
 where
     F: FnMut(String) -> Fut,
-    Fut: std::future::Future<Output = Result<u64, String>>,
+    Fut: std::future::Future<Output = Result<u64, LoadError>>,
 {
     let with_nonce = |n: usize| format!("{}{}", nonce(0), compose(instruction, n));
     let base = measure(with_nonce(0)).await?;
@@ -197,7 +199,7 @@ mod tests {
         assert_eq!(got, vec!["a b", "c"]);
         std::fs::write(&p, "{\"prompt\": \"a b\"}\nnot json\n").unwrap();
         let err = load_source(&format!("jsonl:{}", p.display())).unwrap_err();
-        assert!(err.contains("p.jsonl:2:"), "{err}");
+        assert!(err.to_string().contains("p.jsonl:2:"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

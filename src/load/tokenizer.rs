@@ -1,26 +1,34 @@
 //! Measuring prompts: the server's own tokenizer (`POST /tokenize`) when it has
 //! one, else a local `tokenizer.json` the plan names, else an estimate.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use super::LoadError;
 
 /// A local Hugging Face tokenizer.
 #[derive(Clone)]
-pub struct LocalTokenizer(Arc<tokenizers::Tokenizer>);
+pub struct LocalTokenizer(Arc<tokenizers::Tokenizer>, PathBuf);
 
 impl LocalTokenizer {
-    pub fn load(path: &Path) -> Result<LocalTokenizer, String> {
+    pub fn load(path: &Path) -> Result<LocalTokenizer, LoadError> {
         tokenizers::Tokenizer::from_file(path)
-            .map(|t| LocalTokenizer(Arc::new(t)))
-            .map_err(|e| format!("tokenizer {}: {e}", path.display()))
+            .map(|t| LocalTokenizer(Arc::new(t), path.to_path_buf()))
+            .map_err(|err| LoadError::Tokenizer {
+                path: path.to_path_buf(),
+                err,
+            })
     }
 
     /// Tokens of a prompt as the server will see it (special tokens included).
-    pub fn count(&self, text: &str) -> Result<u64, String> {
+    pub fn count(&self, text: &str) -> Result<u64, LoadError> {
         self.0
             .encode(text, true)
             .map(|e| e.len() as u64)
-            .map_err(|e| format!("tokenizer: {e}"))
+            .map_err(|err| LoadError::Tokenizer {
+                path: self.1.clone(),
+                err,
+            })
     }
 }
 
@@ -60,7 +68,7 @@ impl Measure {
         }
     }
 
-    pub async fn count(&self, text: &str) -> Result<u64, String> {
+    pub async fn count(&self, text: &str) -> Result<u64, LoadError> {
         match self {
             Measure::Server { client, target } => super::tokenize(client, target, text).await,
             Measure::Local(t) => t.count(text),
@@ -70,7 +78,7 @@ impl Measure {
 
     /// Fit an instruction to `target` tokens. On a measuring error the estimate
     /// is used and the error returned, so the caller can stop asking.
-    pub async fn fit(&self, instruction: &str, target: u64) -> (String, u64, Option<String>) {
+    pub async fn fit(&self, instruction: &str, target: u64) -> (String, u64, Option<LoadError>) {
         let fitted = super::prompt::fit(instruction, target, |text| {
             let m = self.clone();
             async move { m.count(&text).await }
@@ -113,7 +121,7 @@ mod tests {
         let t = LocalTokenizer::load(&p).unwrap();
         assert_eq!(t.count("the cat sat.").unwrap(), 4);
         std::fs::write(&p, "{ not a tokenizer").unwrap();
-        let err = LocalTokenizer::load(&p).err().unwrap();
+        let err = LocalTokenizer::load(&p).err().unwrap().to_string();
         assert!(err.contains("tokenizer.json"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }

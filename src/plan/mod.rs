@@ -42,11 +42,16 @@ pub struct PlanError {
 
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.col, self.message
-        )
+        if self.line == 0 {
+            // Not about a place in the file (it could not be read).
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file, self.line, self.col, self.message
+            )
+        }
     }
 }
 
@@ -800,7 +805,7 @@ pub fn describe(plan: &Plan) -> String {
                     per_config.get(c.id.as_str()).copied().unwrap_or(0),
                     if c.baseline { "  (baseline)" } else { "" }
                 );
-                let _ = writeln!(s, "      $ {}", shell_quote(&c.argv));
+                let _ = writeln!(s, "      $ {}", template::join_words(&c.argv));
             }
         }
     }
@@ -813,22 +818,6 @@ pub fn describe(plan: &Plan) -> String {
         );
     }
     s
-}
-
-pub fn shell_quote(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+{}".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]

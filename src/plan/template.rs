@@ -1,4 +1,5 @@
-//! `{placeholder}` templates and shell-like word splitting for server commands.
+//! `{placeholder}` templates, and shell word splitting and quoting for server
+//! commands (by `shlex`).
 
 /// Placeholders filled only when a server is launched (not at plan expansion).
 pub const RUNTIME: &[&str] = &["port", "host", "run_dir", "sweeptop"];
@@ -58,66 +59,15 @@ pub fn placeholders(template: &str) -> Vec<String> {
 }
 
 /// Split a command line into words the way a POSIX shell does for quotes and
-/// backslashes (no expansion). Errors on an unterminated quote.
+/// backslashes (no expansion; a word starting with `#` starts a comment).
+/// Errors on an unterminated quote or a trailing backslash.
 pub fn split_words(s: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => cur.push(c),
-                        None => return Err("unterminated single quote".into()),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => cur.push(c),
-                            Some(c) => {
-                                cur.push('\\');
-                                cur.push(c);
-                            }
-                            None => return Err("unterminated double quote".into()),
-                        },
-                        Some(c) => cur.push(c),
-                        None => return Err("unterminated double quote".into()),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                if let Some(c) = chars.next() {
-                    if c != '\n' {
-                        cur.push(c);
-                    }
-                }
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(cur);
-    }
-    Ok(words)
+    shlex::split(s).ok_or_else(|| "unterminated quote (or a trailing backslash)".to_string())
+}
+
+/// The words as one command line a shell would split back into them.
+pub fn join_words(argv: &[String]) -> String {
+    shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
 }
 
 #[cfg(test)]
@@ -153,5 +103,9 @@ mod tests {
         );
         assert_eq!(split_words("a ''").unwrap(), vec!["a", ""]);
         assert!(split_words("a 'b").is_err());
+        assert!(split_words("a \"b").is_err());
+        let argv = split_words(r#"python -m x --a 'b c' "d \"e\"" f\ g "it's" {port}"#).unwrap();
+        assert_eq!(split_words(&join_words(&argv)).unwrap(), argv);
+        assert_eq!(join_words(&["--tp".into(), "4".into()]), "--tp 4");
     }
 }

@@ -29,6 +29,15 @@ use keymap::Keymap;
 use terminal::{Input, LoopEnd};
 use theme::Theme;
 
+/// A keys or theme file the dashboard cannot use (the message names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Keys(#[from] keymap::KeymapError),
+    #[error(transparent)]
+    Theme(#[from] theme::ThemeError),
+}
+
 /// The dashboard's settings, read before anything starts so a bad file is a
 /// clear error, not a garbled screen.
 pub struct Setup {
@@ -41,12 +50,12 @@ impl Setup {
     /// The user's keys file and the theme (`--theme`: a name or a path, else
     /// the default; `NO_COLOR` means mono), ASCII when asked or when the locale
     /// is not UTF-8. The error names the file and the problem.
-    pub fn load(theme: Option<&str>, ascii: bool, show_gpu: bool) -> Result<Setup, String> {
+    pub fn load(theme: Option<&str>, ascii: bool, show_gpu: bool) -> Result<Setup, SetupError> {
         let dir = theme::user_config_dir();
         let keys = dir.as_ref().map(|d| d.join("keys.toml"));
-        let keymap = Keymap::load(keys.as_deref()).map_err(|e| e.to_string())?;
+        let keymap = Keymap::load(keys.as_deref())?;
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        let theme = Theme::resolve(theme, dir.as_deref(), no_color).map_err(|e| e.to_string())?;
+        let theme = Theme::resolve(theme, dir.as_deref(), no_color)?;
         Ok(Setup {
             keymap,
             theme,

@@ -1,0 +1,157 @@
+//! What the command line says when something is wrong: a user's mistake is one
+//! plain line and exit 2, an internal error names its causes without a
+//! backtrace or colour codes, and output cut short by a closed pipe ends quietly.
+
+mod common;
+
+use std::io::Read;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+
+/// One line, `error: …`, no colour codes, no backtrace.
+#[track_caller]
+fn assert_one_plain_line(stderr: &[u8]) -> String {
+    let err = String::from_utf8_lossy(stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(!err.contains('\x1b'), "colour codes: {err:?}");
+    assert!(
+        !err.contains("Location") && !err.contains("backtrace"),
+        "{err}"
+    );
+    err
+}
+
+#[test]
+fn user_mistakes_are_one_line_and_exit_2() {
+    let dir = scratch("cli-user");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "export".into(),
+                dir.join("nope").display().to_string(),
+                "--format".into(),
+                "csv".into(),
+            ],
+            "has no results.jsonl",
+        ),
+        (
+            vec!["open".into(), dir.join("nope").display().to_string()],
+            "is not a run directory",
+        ),
+        (
+            vec![
+                "attach".into(),
+                dir.display().to_string(),
+                "--send".into(),
+                "jump".into(),
+            ],
+            "unknown command `jump`",
+        ),
+        (
+            vec![
+                "attach".into(),
+                dir.display().to_string(),
+                "--send".into(),
+                "pause".into(),
+            ],
+            "no sweep answers",
+        ),
+        (
+            vec!["run".into(), dir.join("missing.toml").display().to_string()],
+            "cannot read plan",
+        ),
+        (
+            vec!["run".into(), "--resume".into(), dir.display().to_string()],
+            "plan.toml",
+        ),
+        (
+            vec![
+                "classify".into(),
+                dir.join("missing.log").display().to_string(),
+            ],
+            "cannot read",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut cmd = sweeptop("cli-user");
+        cmd.args(&args).env("NO_COLOR", "");
+        let out = run_with_deadline(cmd, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = assert_one_plain_line(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run directory with `n` recorded (skipped) cells.
+fn run_dir_with(name: &str, n: usize) -> std::path::PathBuf {
+    let dir = scratch(name);
+    let mut lines = String::new();
+    for i in 0..n {
+        lines.push_str(&format!(
+            r#"{{"cell":"c{i}/code-ctx1024-c1","config":"c{i}","phase":"p","workload":"code","context_tokens":1024,"concurrency":1,"status":"skipped","failure":null,"metrics":null,"started_at":"2026-12-03T08:00:00.000Z","finished_at":"2026-12-03T08:00:01.000Z"}}"#
+        ));
+        lines.push('\n');
+    }
+    std::fs::write(dir.join("results.jsonl"), lines).unwrap();
+    dir
+}
+
+#[test]
+fn internal_errors_name_their_causes_without_a_backtrace() {
+    let dir = run_dir_with("cli-internal", 3);
+    let mut cmd = sweeptop("cli-internal");
+    cmd.env_remove("RUST_BACKTRACE")
+        .arg("export")
+        .arg(&dir)
+        .args(["--format", "csv", "-o"])
+        .arg(dir.join("no/such/dir/out.csv"));
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].starts_with("error: cannot write "), "{err}");
+    assert!(lines[1].starts_with("  caused by: No such file"), "{err}");
+    assert!(!err.contains('\x1b'), "{err:?}");
+    // Asked for: the backtrace, still without colour codes into a pipe.
+    let mut cmd = sweeptop("cli-internal");
+    cmd.env("RUST_BACKTRACE", "1")
+        .arg("-v")
+        .arg("export")
+        .arg(&dir)
+        .args(["--format", "csv", "-o"])
+        .arg(dir.join("no/such/dir/out.csv"));
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("No such file"), "{err}");
+    assert!(err.lines().count() > 2, "{err}");
+    assert!(!err.contains('\x1b'), "{err:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    // Far more than a pipe holds, so the writer meets the closed end.
+    let dir = run_dir_with("cli-pipe", 2000);
+    let mut child = sweeptop("cli-pipe")
+        .arg("export")
+        .arg(&dir)
+        .args(["--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is dropped here, as `| head -c 10` does.
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_eq!(&first[..1], b"[");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let _ = std::fs::remove_dir_all(&dir);
+}
