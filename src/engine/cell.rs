@@ -16,11 +16,13 @@ use super::Engine;
 use crate::detect::{self, ServerHealth};
 use crate::load::{self, CellLoad};
 use crate::model::{
-    Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, Level, Timestamp,
+    Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, Level, RequestRecord,
+    Timestamp,
 };
 use crate::plan::{Cell, Config, Overflow, Plan, ShortRequests};
 
 impl Engine {
+    /// Run one cell on a live server and say how it ended.
     pub(super) async fn run_cell(
         &mut self,
         config: &Config,
@@ -45,11 +47,70 @@ impl Engine {
             Ok(p) => p,
             Err(f) => return CellEnd::Done(failed(f)),
         };
-        let Some(w) = self.plan.workload(&cell.workload).cloned() else {
+        let Some(load) = self.cell_load(cell, prompts) else {
             return CellEnd::Done(outcome::skipped(cell, started_at));
         };
-        let limits = self.plan.limits.clone();
-        let load = CellLoad {
+        let pool = match load::Pool::new(&live.target.base) {
+            Ok(p) => Arc::new(p),
+            Err(e) => {
+                return CellEnd::Done(failed(Failure::new(
+                    FailureKind::ConnectionError,
+                    FailureSource::Client,
+                    e.to_string(),
+                )))
+            }
+        };
+        if let Ok(mut l) = live.server.log.lock() {
+            l.accept.clear();
+        }
+        let active = self.active_gpus(config);
+        if let Some(g) = &self.gpu {
+            g.begin_cell(config.gpus.as_deref(), &active);
+        }
+        let spec_before = load::spec::metrics_text(&self.http, &live.target.base)
+            .await
+            .and_then(|t| load::spec::parse(&t));
+        let measured = self.measure(cell, started_at, &pool, &load, live).await;
+        let gpu = self.gpu.as_ref().map(|g| g.end_cell(&active));
+        let run = match measured {
+            Ok(run) => run,
+            Err(end) => return end,
+        };
+        let mut metrics = run.stats.metrics(run.wall_ns);
+        if let Some((mem, util)) = gpu {
+            (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = (mem, util);
+        }
+        metrics.accept_len = self.acceptance_length(live, spec_before).await;
+        let limits = &self.plan.limits;
+        let health = ServerHealth {
+            died: death_failure(&live.server),
+        };
+        match detect::validate(
+            &run,
+            &metrics,
+            &health,
+            limits.max_error_rate,
+            limits.short_requests == ShortRequests::Fail,
+        ) {
+            Ok(()) => CellEnd::Done(outcome::ok(cell, started_at, metrics)),
+            Err(f) => {
+                let r = failed(f.clone());
+                if health.died.is_some() {
+                    CellEnd::ServerDied(r, f)
+                } else if run.stalled_for.is_some() {
+                    CellEnd::Stalled(r)
+                } else {
+                    CellEnd::Done(r)
+                }
+            }
+        }
+    }
+
+    /// What the cell sends, from its workload and the plan's limits.
+    fn cell_load(&self, cell: &Cell, prompts: Arc<Vec<String>>) -> Option<CellLoad> {
+        let w = self.plan.workload(&cell.workload)?;
+        let limits = &self.plan.limits;
+        Some(CellLoad {
             arrival: match w.rate {
                 Some(rate) => load::Arrival::Poisson { rate, capped: true },
                 None => load::Arrival::Closed,
@@ -62,32 +123,27 @@ impl Engine {
             prompts,
             request_timeout: Duration::from_secs_f64(limits.request_timeout_s),
             stall_timeout: Duration::from_secs_f64(limits.stall_timeout_s),
-        };
-        if let Ok(mut l) = live.server.log.lock() {
-            l.accept.clear();
-        }
-        let client = self.http.clone();
-        let pool = match load::Pool::new(&live.target.base) {
-            Ok(p) => Arc::new(p),
-            Err(message) => {
-                return CellEnd::Done(failed(Failure::new(
-                    FailureKind::ConnectionError,
-                    FailureSource::Client,
-                    message.to_string(),
-                )))
-            }
-        };
-        let active = self.active_gpus(config);
-        if let Some(g) = &self.gpu {
-            g.begin_cell(config.gpus.as_deref(), &active);
-        }
+        })
+    }
+
+    /// Send the cell's requests, their raw records streamed to
+    /// `requests/<cell>.jsonl`, while watching the server's exit, fatal log
+    /// lines, the cell timeout and the user's commands. `Err` is how the cell
+    /// ended early.
+    async fn measure(
+        &mut self,
+        cell: &Cell,
+        started_at: Timestamp,
+        pool: &Arc<load::Pool>,
+        load: &CellLoad,
+        live: &mut Live,
+    ) -> Result<load::CellRun, CellEnd> {
+        let failed = |f: Failure| outcome::failed(cell, started_at, f);
         let mut exit = live.server.exit.clone();
         let mut fatal = live.server.fatal.clone();
-        let cell_deadline = tokio::time::sleep(Duration::from_secs_f64(limits.cell_timeout_s));
+        let cell_timeout_s = self.plan.limits.cell_timeout_s;
+        let cell_deadline = tokio::time::sleep(Duration::from_secs_f64(cell_timeout_s));
         tokio::pin!(cell_deadline);
-        let spec_before = load::spec::metrics_text(&client, &live.target.base)
-            .await
-            .and_then(|t| load::spec::parse(&t));
         let seq = self.seq.clone();
         let mut requests = match self.run.requests_writer(&cell.id) {
             Ok(w) => Some(w),
@@ -101,12 +157,12 @@ impl Engine {
         };
         // The running requests borrow the sink: the block ends both before the file is finished.
         let run = {
-            let mut sink = |r: &crate::model::RequestRecord| {
+            let mut sink = |r: &RequestRecord| {
                 if let Some(w) = requests.as_mut() {
                     w.write(r);
                 }
             };
-            let run_fut = load::run_cell(&pool, &live.target, &load, &seq, &mut sink);
+            let run_fut = load::run_cell(pool, &live.target, load, &seq, &mut sink);
             tokio::pin!(run_fut);
             loop {
                 tokio::select! {
@@ -114,7 +170,7 @@ impl Engine {
                     _ = exit.changed() => {
                         live.server.drain_logs(Duration::from_secs(2)).await;
                         let f = death_failure(&live.server).unwrap_or_else(unknown_death);
-                        return CellEnd::ServerDied(failed(f.clone()), f);
+                        return Err(CellEnd::ServerDied(failed(f.clone()), f));
                     }
                     _ = fatal.changed() => {
                         // A fatal line: give the process a moment to exit so the
@@ -122,24 +178,24 @@ impl Engine {
                         let _ = tokio::time::timeout(Duration::from_secs(3), exit.changed()).await;
                         live.server.drain_logs(Duration::from_millis(500)).await;
                         if let Some(f) = death_failure(&live.server) {
-                            return CellEnd::ServerDied(failed(f.clone()), f);
+                            return Err(CellEnd::ServerDied(failed(f.clone()), f));
                         }
                     }
                     _ = &mut cell_deadline => {
-                        return CellEnd::Stalled(failed(Failure::new(
+                        return Err(CellEnd::Stalled(failed(Failure::new(
                             FailureKind::RequestTimeout,
                             FailureSource::Client,
-                            format!("the cell did not finish within cell_timeout_s = {}", limits.cell_timeout_s),
-                        )));
+                            format!("the cell did not finish within cell_timeout_s = {cell_timeout_s}"),
+                        ))));
                     }
                     req = self.commands.recv() => {
                         let Some(req) = req else { continue };
                         if self.apply(&req) {
-                            return CellEnd::Quit;
+                            return Err(CellEnd::Quit);
                         }
                         match req.command {
-                            Command::SkipCell => return CellEnd::Skipped(outcome::skipped(cell, started_at)),
-                            Command::SkipConfig => return CellEnd::SkipConfig(outcome::skipped(cell, started_at)),
+                            Command::SkipCell => return Err(CellEnd::Skipped(outcome::skipped(cell, started_at))),
+                            Command::SkipConfig => return Err(CellEnd::SkipConfig(outcome::skipped(cell, started_at))),
                             _ => {}
                         }
                     }
@@ -168,52 +224,34 @@ impl Engine {
                 format!("{}: raw request records not kept: {e}", cell.id),
             );
         }
-        let mut metrics = run.stats.metrics(run.wall_ns);
-        if let Some(g) = &self.gpu {
-            (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = g.end_cell(&active);
-        }
-        let accept = live
+        Ok(run)
+    }
+
+    /// Speculative decoding's acceptance length over the cell: from the
+    /// server's counters (vLLM: exact over the cell) when it exports them, else
+    /// the mean of its log lines during the cell, else its gauge (SGLang).
+    async fn acceptance_length(
+        &self,
+        live: &mut Live,
+        before: Option<load::spec::SpecCounters>,
+    ) -> Option<f64> {
+        let logged = live
             .server
             .log
             .lock()
             .map(|mut l| std::mem::take(&mut l.accept))
             .unwrap_or_default();
-        if !accept.is_empty() {
-            metrics.accept_len = Some(accept.iter().sum::<f64>() / accept.len() as f64);
-        }
-        // Counters (vLLM) are exact over the cell; prefer them to sampled log lines.
-        if let Some(text) = load::spec::metrics_text(&client, &live.target.base).await {
-            let counted = spec_before
-                .zip(load::spec::parse(&text))
-                .and_then(|(before, after)| load::spec::accept_len(before, after));
-            if let Some(a) = counted {
-                metrics.accept_len = Some(a);
-            } else if metrics.accept_len.is_none() {
-                metrics.accept_len = load::spec::sglang_gauge(&text);
-            }
-        }
-        let health = ServerHealth {
-            died: death_failure(&live.server),
+        let from_log =
+            (!logged.is_empty()).then(|| logged.iter().sum::<f64>() / logged.len() as f64);
+        let Some(text) = load::spec::metrics_text(&self.http, &live.target.base).await else {
+            return from_log;
         };
-        match detect::validate(
-            &run,
-            &metrics,
-            &health,
-            limits.max_error_rate,
-            limits.short_requests == ShortRequests::Fail,
-        ) {
-            Ok(()) => CellEnd::Done(outcome::ok(cell, started_at, metrics)),
-            Err(f) => {
-                let r = failed(f.clone());
-                if health.died.is_some() {
-                    CellEnd::ServerDied(r, f)
-                } else if run.stalled_for.is_some() {
-                    CellEnd::Stalled(r)
-                } else {
-                    CellEnd::Done(r)
-                }
-            }
-        }
+        let counted = before
+            .zip(load::spec::parse(&text))
+            .and_then(|(before, after)| load::spec::accept_len(before, after));
+        counted
+            .or(from_log)
+            .or_else(|| load::spec::sglang_gauge(&text))
     }
 
     /// The prompts for a cell at its context target, or the failure that stops
