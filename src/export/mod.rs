@@ -102,7 +102,13 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
     if !view.plan_name.is_empty() {
         let _ = writeln!(s, "# {}\n", md_cell(&view.plan_name));
     }
-    let _ = writeln!(s, "{} per cell (failed cells show why).\n", mode.title());
+    let title = mode.title();
+    let mut chars = title.chars();
+    let title: String = chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default();
+    let _ = writeln!(s, "{title} per cell (failed cells show why).\n");
     let mut header = String::from("| phase | config |");
     let mut rule = String::from("|---|---|");
     for c in &grid.columns {
