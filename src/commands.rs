@@ -390,13 +390,13 @@ pub fn gpus(args: &GpuArgs, json: bool, watch: bool) -> Result<i32> {
 }
 
 /// `sweeptop sim-server`.
-pub fn sim_server(args: crate::sim::SimArgs) -> Result<i32> {
+pub fn sim_server(args: sweeptop_sim::SimArgs) -> Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .wrap_err("cannot start the async runtime")?;
-    rt.block_on(crate::sim::serve(args))
+    rt.block_on(sweeptop_sim::serve(args))
         .wrap_err("simulated server")?;
     Ok(0)
 }

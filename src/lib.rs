@@ -1,6 +1,7 @@
 //! sweeptop: drives benchmark sweeps of LLM inference servers and shows them live.
 //! See ARCHITECTURE.md in the README for the shape: plan → engine → events →
-//! (store, views); `detect` decides failures, `load` measures, `sim` simulates.
+//! (store, views); `detect` decides failures, `load` measures. The simulated server
+//! is the `sweeptop-sim` crate (`sim-server/`).
 
 pub mod commands;
 pub mod control;
@@ -12,6 +13,5 @@ pub mod gpu;
 pub mod headless;
 pub mod load;
 pub mod plan;
-pub mod sim;
 pub mod store;
 pub mod tui;

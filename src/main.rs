@@ -109,7 +109,7 @@ enum Cmd {
     /// Measure one cell against a server that is already running.
     Loadtest(commands::LoadtestArgs),
     /// The simulated inference server used by the demo and the tests.
-    SimServer(sweeptop::sim::SimArgs),
+    SimServer(sweeptop_sim::SimArgs),
 }
 
 fn main() -> color_eyre::Result<()> {

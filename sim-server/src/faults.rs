@@ -9,9 +9,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::args::{CrashKind, Flavor};
-use super::engine::{Phase, Shared};
-use super::logs::{self, Clock, Level, Stream, Style, Who};
+use crate::args::{CrashKind, Flavor};
+use crate::engine::{Phase, Shared};
+use crate::logs::{self, Clock, Level, Stream, Style, Who};
 
 const PY: &str = "/usr/local/lib/python3.12/dist-packages";
 const TORCH_LIB: &str = "/usr/local/lib/python3.12/dist-packages/torch/lib";

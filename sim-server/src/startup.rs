@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::args::{Flavor, Method};
-use super::engine::Shared;
-use super::faults;
-use super::logs::{self, Stream, Who};
+use crate::args::{Flavor, Method};
+use crate::engine::Shared;
+use crate::faults;
+use crate::logs::{self, Stream, Who};
 
 /// One startup line: when it appears (fraction of the startup time) and what it is.
 struct Step {

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
-use super::args::{Flavor, Method, SimArgs, TokenFault};
-use super::logs::{Style, Who};
-use super::wire::{self, Delta, DeltaChoice, Envelope, TextChoice, Usage};
-use super::{faults, timer, tokenizer};
+use crate::args::{Flavor, Method, SimArgs, TokenFault};
+use crate::logs::{Style, Who};
+use crate::wire::{self, Delta, DeltaChoice, Envelope, TextChoice, Usage};
+use crate::{faults, timer, tokenizer};
 
 /// Longest speculative verify step counted per position in the acceptance stats.
 const MAX_POSITIONS: usize = 32;

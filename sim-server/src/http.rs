@@ -16,11 +16,11 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use super::args::{Flavor, Method};
-use super::engine::{self, Endpoint, Generation, Outcome, Phase, Shared, Sink};
-use super::logs::{self, Stream};
-use super::tokenizer;
-use super::wire::{self, Envelope, Message, MessageChoice, TextChoice, Usage};
+use crate::args::{Flavor, Method};
+use crate::engine::{self, Endpoint, Generation, Outcome, Phase, Shared, Sink};
+use crate::logs::{self, Stream};
+use crate::tokenizer;
+use crate::wire::{self, Envelope, Message, MessageChoice, TextChoice, Usage};
 
 type Body = BoxBody<Bytes, Infallible>;
 

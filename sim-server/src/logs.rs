@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::args::Flavor;
+use crate::args::Flavor;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
