@@ -256,10 +256,10 @@ fn before_traceback(kind: CrashKind, rank: u32, when: When) -> Vec<String> {
             })
             .collect(),
         CrashKind::NcclError => vec![format!(
-            "[rank{rank}]:[{} ProcessGroupNCCL.cpp:685] [Rank {rank}] Watchdog caught collective \
+            "[rank{rank}]:[E{} ProcessGroupNCCL.cpp:685] [Rank {rank}] Watchdog caught collective \
              operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=4194304, \
              NumelOut=4194304, Timeout(ms)=600000) ran for 600043 milliseconds before timing out.",
-            Clock::now().glog('E')
+            Clock::now().glog_time()
         )],
         CrashKind::NoKernelImage if rank == 0 && when == When::Startup => vec![
             format!("{PY}/torch/cuda/__init__.py:287: UserWarning: "),
@@ -326,8 +326,8 @@ fn watchdog_noise(kind: CrashKind, rank: u32) -> Vec<String> {
         v
     };
     let mut v = vec![format!(
-        "[rank{rank}]:[{} ProcessGroupNCCL.cpp:1899] {head}",
-        Clock::now().glog('E')
+        "[rank{rank}]:[E{} ProcessGroupNCCL.cpp:1899] {head}",
+        Clock::now().glog_time()
     )];
     v.extend(CUDA_TRAILER.iter().map(|s| s.to_string()));
     v.push(String::new());

@@ -8,13 +8,82 @@
 //!
 //! Readiness: the socket is bound at once; until the ready line is printed every
 //! endpoint answers 503 (`/health` with an empty body).
+//!
+//! # What it prints: the scripts
+//!
+//! The servers' texts (log line prefixes, startup, ready and shutdown lines,
+//! uvicorn's access log) are data, not code:
+//! `sim-server/scripts/sglang.txt` and `vllm.txt` hold each server's own, and
+//! `common.txt` what both print alike (PyTorch, CUDA, NCCL, Python, uvicorn). A
+//! flavor's sections are looked up in its file first, then in `common.txt`. The
+//! files are embedded at build time and parsed once; a unit test parses each and
+//! renders every section for every flavor and shape of server, so a
+//! mistake in a script fails `cargo test`, never a user's run. The code decides
+//! when a section is printed and supplies its values; each file's comments list
+//! the values a section gets. What stays in code: HTTP bodies and request
+//! validation messages, the `/metrics` exposition, the log flood's filler lines
+//! (generated at up to 1000 MB/s), and for now the crash reports, the decode
+//! stats and the context-overflow messages.
+//!
+//! The failure detector classifies these texts: change the wording of an error
+//! only to match what the real server prints.
+//!
+//! ## The format
+//!
+//! One item per line; leading blanks (indentation) and trailing blanks never
+//! count; a line whose first character is `#` is a comment.
+//!
+//! - `let NAME | TEXT` before the first section: a constant, `${NAME}` in every
+//!   section of the file (and, for `common.txt`, of both flavors). No
+//!   placeholders in TEXT.
+//! - `== SECTION` or `== SECTION : HEAD` starts a section (names in `a-z 0-9 _ - .`);
+//!   HEAD is the default of its lines.
+//! - `HEAD | TEXT` is one line. TEXT starts after `| ` (the bar and one space) and
+//!   runs to the end of the line, bars included; `|` alone is an empty line.
+//!   HEAD may be empty.
+//! - `HEAD > SECTION` prints the lines of another section here; HEAD fills in the
+//!   head of those of its lines that lack one.
+//! - `let NAME | TEXT` inside a section sets `${NAME}` for the rest of the section
+//!   (of the `for rank` pass it is in).
+//! - `if NAME=A,B` or `if NAME!=A,B`, then lines, optionally `else` and lines,
+//!   then `end`: the first lines when the value's text is one of A, B (is none of
+//!   them), the others otherwise. Blocks nest.
+//! - `for rank`, lines, `end`: the lines once per TP rank (the first 8), with
+//!   `${rank}` and the rank's numbers (`worker_pid`, `bus_id`, `assert_block`,
+//!   `frame_addr_0` to `frame_addr_4`).
+//!
+//! HEAD is made of words, each at most once:
+//!
+//! - `@AT`: when the line appears, as a fraction (0 to 1) of `--startup-ms`
+//!   (startup lines only; a line without one follows the line before it);
+//! - a writer: `out` or `err` (the text as is, to stdout or stderr), or `main`,
+//!   `engine`, `rank`, `rankN` (through the server's logger, which adds the
+//!   flavor's prefix from its `log.main`, `log.engine` or `log.rank` section;
+//!   `rank` is the rank being rendered). Without a writer, a line is written as
+//!   is to stderr;
+//! - `info` or `error`: the logger's level (default `info`; vLLM's logger writes
+//!   INFO to stdout, everything else goes to stderr);
+//! - `[file.py:123]`: the source tag vLLM's logger prints.
+//!
+//! A line's own head wins over its section's, which wins over the head of the
+//! include that brought the section in.
+//!
+//! Placeholders: `${name}` is a value the code supplies, a `let`, or a constant;
+//! `${name:.2}` a number with 2 decimals; `${name:,}` a whole number with
+//! thousands separators (`1,234,567`). Built in: `${space}` (a space that must
+//! survive at the end of a line), `${time}` (`2025-08-13 15:12:48`),
+//! `${time_short}` (`08-13 15:12:48`), `${time_glog}` (`0813 15:12:48.123456789`).
+//! There is no way to write `${` itself. A value that is missing when a section is
+//! printed leaves its placeholder as written (and fails the unit test).
 
 mod args;
 mod engine;
 mod faults;
 mod http;
 mod logs;
+mod script;
 mod startup;
+mod texts;
 mod timer;
 mod tokenizer;
 mod wire;
@@ -27,7 +96,7 @@ pub use args::{CrashKind, Fault, Flavor, Method, SimArgs};
 pub use tokenizer::{count_tokens, CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_PER_PROMPT};
 
 use engine::Shared;
-use logs::{Stream, Who};
+use logs::Style;
 
 /// Runs the simulated server until it is killed, a signal stops it (exit 0), or a
 /// fault ends the process. Returns early only when the address cannot be bound.
@@ -35,15 +104,10 @@ pub async fn serve(mut args: SimArgs) -> std::io::Result<()> {
     let listener = match TcpListener::bind((args.host.as_str(), args.port)).await {
         Ok(l) => l,
         Err(e) => {
-            logs::line(
-                Stream::Stderr,
-                format!(
-                    "ERROR:    [Errno {}] error while attempting to bind on address ('{}', {}): {e}",
-                    e.raw_os_error().unwrap_or(0),
-                    args.host,
-                    args.port
-                ),
-            );
+            let style = Style::new(args.flavor);
+            let errno = e.raw_os_error().unwrap_or(0);
+            let lines = bind_error_lines(&style, &args.host, args.port, errno, &e.to_string());
+            style.print(&lines);
             logs::flush(Duration::from_secs(1));
             return Err(e);
         }
@@ -62,7 +126,23 @@ pub async fn serve(mut args: SimArgs) -> std::io::Result<()> {
     Ok(())
 }
 
-/// SIGINT / SIGTERM: the shutdown lines, then exit 0.
+/// uvicorn's complaint about an address it cannot bind.
+fn bind_error_lines(
+    style: &Style,
+    host: &str,
+    port: u16,
+    errno: i32,
+    error: &str,
+) -> Vec<script::Line<'static>> {
+    let mut vars = style.vars();
+    vars.set("host", host)
+        .set("port", port)
+        .set("errno", errno.to_string())
+        .set("error", error);
+    texts::texts().render(style.flavor, "bind-error", &vars)
+}
+
+/// SIGINT / SIGTERM: the flavor's `shutdown` lines, then exit 0.
 async fn shutdown_on_signal(shared: std::sync::Arc<Shared>) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).ok();
@@ -78,28 +158,10 @@ async fn shutdown_on_signal(shared: std::sync::Arc<Shared>) {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminated => {}
     }
-    let style = &shared.style;
-    let uvicorn = [
-        "INFO:     Shutting down".to_string(),
-        "INFO:     Waiting for application shutdown.".to_string(),
-        "INFO:     Application shutdown complete.".to_string(),
-        format!("INFO:     Finished server process [{}]", style.pid),
-    ];
-    match shared.args.flavor {
-        Flavor::Vllm => {
-            style.info(
-                Who::Main,
-                "launcher.py:80",
-                "Shutting down FastAPI HTTP server.",
-            );
-            logs::lines(Stream::Stderr, uvicorn.to_vec());
-        }
-        Flavor::Sglang => {
-            for l in &uvicorn {
-                style.info(Who::Main, "", l);
-            }
-        }
-    }
+    let port = shared.args.port;
+    shared
+        .style
+        .print(&startup::lines(&shared, port, "shutdown"));
     logs::flush(Duration::from_secs(2));
     std::process::exit(0);
 }
