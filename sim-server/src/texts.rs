@@ -82,20 +82,34 @@ impl Texts {
         let lines: Vec<String> = r.lines.into_iter().map(|l| l.text).collect();
         lines.join("\n")
     }
+
+    /// A constant (a `let` before the first section) of the flavor's scripts.
+    pub fn constant(&self, flavor: Flavor, name: &str) -> &str {
+        let found = self
+            .chain(flavor)
+            .into_iter()
+            .find_map(|s| s.constant(name));
+        #[cfg(test)]
+        if found.is_none() {
+            tests::problem(format!("no constant `{name}`"));
+        }
+        found.unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
 pub mod tests {
     //! Every script parses, and every section renders without a problem (a missing
-    //! value or section) for every flavor and shape of server the code asks for;
-    //! every section is used.
+    //! value or section) for every flavor, kind and shape of server the code asks
+    //! for; every section is used.
 
     use std::cell::RefCell;
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::args::SimArgs;
+    use crate::args::{CrashKind, SimArgs};
     use crate::engine::Shared;
+    use crate::faults::{self, When};
     use crate::logs::{Level, Style, Who};
     use crate::script::Rendered;
     use clap::Parser;
@@ -111,6 +125,10 @@ pub mod tests {
             u.borrow_mut()
                 .extend(r.sections.iter().map(|s| s.to_string()))
         });
+    }
+
+    pub fn problem(p: String) {
+        PROBLEMS.with(|v| v.borrow_mut().push(p));
     }
 
     fn take_problems() -> Vec<String> {
@@ -141,6 +159,7 @@ pub mod tests {
 
     #[test]
     fn every_section_renders_cleanly_and_is_used() {
+        let texts = texts();
         take_problems();
         for flavor in ["sglang", "vllm"] {
             for method in ["none", "dflash", "ddtree"] {
@@ -158,15 +177,20 @@ pub mod tests {
                     }
                 }
             }
-            let style = Style::new(if flavor == "vllm" {
-                Flavor::Vllm
-            } else {
-                Flavor::Sglang
-            });
+            let s = shared(&["--flavor", flavor]);
+            let style = &s.style;
+            for kind in CrashKind::ALL {
+                for when in [When::Startup, When::Serving] {
+                    for tp in [1, 2, 9] {
+                        faults::crash_report(style, tp, kind, when);
+                    }
+                }
+            }
             for who in [Who::Main, Who::Engine, Who::Rank(1)] {
                 style.fmt(who, Level::Error, "a.py:1", "m");
             }
         }
+        texts.constant(Flavor::Vllm, "engine_dead_message");
         logs::access_line("127.0.0.1:1", "GET", "/", "HTTP/1.1", 200);
         crate::bind_error_lines(&Style::new(Flavor::Sglang), "::1", 80, 98, "in use");
         let problems = take_problems();
@@ -178,5 +202,13 @@ pub mod tests {
                 assert!(used.contains(name), "{file}: `{name}` is never rendered");
             }
         }
+    }
+
+    #[test]
+    fn the_vllm_engine_dead_message_is_the_stream_error() {
+        assert_eq!(
+            texts().constant(Flavor::Vllm, "engine_dead_message"),
+            "EngineCore encountered an issue. See stack trace (above) for the root cause."
+        );
     }
 }
