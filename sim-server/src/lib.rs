@@ -12,7 +12,8 @@
 //! # What it prints: the scripts
 //!
 //! The servers' texts (log line prefixes, startup, ready and shutdown lines,
-//! uvicorn's access log, crash reports) are data, not code:
+//! uvicorn's access log, crash reports, decode stats, context-overflow messages)
+//! are data, not code:
 //! `sim-server/scripts/sglang.txt` and `vllm.txt` hold each server's own, and
 //! `common.txt` what both print alike (PyTorch, CUDA, NCCL, Python, uvicorn). A
 //! flavor's sections are looked up in its file first, then in `common.txt`. The
@@ -21,9 +22,8 @@
 //! mistake in a script fails `cargo test`, never a user's run. The code decides
 //! when a section is printed and supplies its values; each file's comments list
 //! the values a section gets. What stays in code: HTTP bodies and request
-//! validation messages, the `/metrics` exposition, the log flood's filler lines
-//! (generated at up to 1000 MB/s), and for now the decode stats and the
-//! context-overflow messages.
+//! validation messages, the `/metrics` exposition, and the log flood's filler
+//! lines (generated at up to 1000 MB/s).
 //!
 //! The failure detector classifies these texts: change the wording of an error
 //! only to match what the real server prints.

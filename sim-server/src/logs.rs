@@ -238,19 +238,6 @@ impl Style {
         }
     }
 
-    pub fn log(&self, who: Who, level: Level, source: &str, msg: &str) {
-        let stream = if level == Level::Error {
-            Stream::Stderr
-        } else {
-            self.app_stream()
-        };
-        line(stream, self.fmt(who, level, source, msg));
-    }
-
-    pub fn info(&self, who: Who, source: &str, msg: &str) {
-        self.log(who, Level::Info, source, msg);
-    }
-
     /// Where a script line goes and what it reads: logger lines get their prefix
     /// (and go to stderr at ERROR), the others are written as they are.
     pub fn finish(&self, line: &Line<'_>) -> (Stream, String) {

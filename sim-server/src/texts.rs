@@ -108,7 +108,7 @@ pub mod tests {
 
     use super::*;
     use crate::args::{CrashKind, SimArgs};
-    use crate::engine::Shared;
+    use crate::engine::{Counters, Shared};
     use crate::faults::{self, When};
     use crate::logs::{Level, Style, Who};
     use crate::script::Rendered;
@@ -175,10 +175,16 @@ pub mod tests {
                             s.style.finish(line);
                         }
                     }
+                    let mut c = Counters::default();
+                    c.active = 3;
+                    c.interval.spec.steps = 4;
+                    crate::engine::decode_stats_lines(&s, &c, &c.interval, 1.0);
+                    crate::engine::prefill_lines(&s, 100);
                 }
             }
             let s = shared(&["--flavor", flavor]);
             let style = &s.style;
+            crate::http::overflow_message(style.flavor, 10, 8, 4);
             for kind in CrashKind::ALL {
                 for when in [When::Startup, When::Serving] {
                     for tp in [1, 2, 9] {
