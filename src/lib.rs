@@ -51,7 +51,6 @@ pub(crate) mod headless;
 pub mod load;
 pub mod model;
 pub(crate) mod plan;
-pub mod sim;
 pub mod store;
 pub(crate) mod tui;
 pub(crate) mod view;

@@ -4,7 +4,7 @@ mod simclient;
 
 use serde_json::{json, Value};
 use simclient::{completion_body, request, start, EventStream};
-use sweeptop::sim::count_tokens;
+use sweeptop_sim::count_tokens;
 
 fn chunk_text(v: &Value) -> String {
     let c = &v["choices"][0];
@@ -329,11 +329,11 @@ async fn not_ready_answers_503() {
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
-            args: sweeptop::sim::SimArgs,
+            args: sweeptop_sim::SimArgs,
         }
         Cli::parse_from(["sim", "--port", &port.to_string(), "--startup-ms", "1500"]).args
     };
-    tokio::spawn(sweeptop::sim::serve(args));
+    tokio::spawn(sweeptop_sim::serve(args));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     let r = loop {
         match request(port, "GET", "/health", None).await {
@@ -386,7 +386,7 @@ async fn startup_hang_never_becomes_ready() {
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
-            args: sweeptop::sim::SimArgs,
+            args: sweeptop_sim::SimArgs,
         }
         Cli::parse_from([
             "sim",
@@ -399,7 +399,7 @@ async fn startup_hang_never_becomes_ready() {
         ])
         .args
     };
-    tokio::spawn(sweeptop::sim::serve(args));
+    tokio::spawn(sweeptop_sim::serve(args));
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     let r = request(port, "GET", "/health", None).await.unwrap();
     assert_eq!(r.status, 503);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use simclient::{completion_body, spawn_binary, start, wait_healthy, EventStream};
-use sweeptop::sim::count_tokens;
+use sweeptop_sim::count_tokens;
 
 struct Timings {
     ttft: Duration,

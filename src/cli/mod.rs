@@ -60,7 +60,7 @@ pub enum Cmd {
     /// Measure one cell against a server that is already running.
     Loadtest(loadtest::LoadtestArgs),
     /// The simulated inference server used by the demo and the tests.
-    SimServer(crate::sim::SimArgs),
+    SimServer(sweeptop_sim::SimArgs),
 }
 
 /// Run a parsed command line; the process's exit code.

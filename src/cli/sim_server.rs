@@ -3,9 +3,9 @@
 
 use super::{Context, Result};
 
-pub fn sim_server(args: crate::sim::SimArgs) -> Result<u8> {
+pub fn sim_server(args: sweeptop_sim::SimArgs) -> Result<u8> {
     let rt = super::runtime(2)?;
-    rt.block_on(crate::sim::serve(args))
+    rt.block_on(sweeptop_sim::serve(args))
         .context(|| "simulated server".into())?;
     Ok(0)
 }

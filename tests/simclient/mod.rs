@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use sweeptop::sim::{serve, SimArgs};
+use sweeptop_sim::{serve, SimArgs};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 

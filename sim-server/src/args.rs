@@ -69,6 +69,17 @@ pub enum Method {
     Ddtree,
 }
 
+impl Method {
+    /// The flag's spelling, which the scripts test (`if method=ddtree`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::None => "none",
+            Method::Dflash => "dflash",
+            Method::Ddtree => "ddtree",
+        }
+    }
+}
+
 /// A fault to inject.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {

@@ -1,4 +1,5 @@
-//! Log output in the imitated server's style.
+//! Log output in the imitated server's style (the prefixes are the scripts'
+//! `log.*` sections).
 //!
 //! Lines go through one writer thread so that the async workers never block on a
 //! full pipe (a slow reader must not disturb token pacing); each line is flushed as
@@ -9,7 +10,9 @@ use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::args::Flavor;
+use crate::args::Flavor;
+use crate::script::{Line, Vars, Writer};
+use crate::texts::texts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -146,10 +149,10 @@ impl Clock {
         )
     }
 
-    /// `E0813 15:12:48.123456789` (glog / c10 style, level letter first).
-    pub fn glog(&self, level: char) -> String {
+    /// `0813 15:12:48.123456789` (glog / c10 style, after the level letter).
+    pub fn glog_time(&self) -> String {
         format!(
-            "{level}{:02}{:02} {:02}:{:02}:{:02}.{:09}",
+            "{:02}{:02} {:02}:{:02}:{:02}.{:09}",
             self.month, self.day, self.hour, self.minute, self.second, self.nanos
         )
     }
@@ -163,7 +166,7 @@ pub enum Level {
 }
 
 impl Level {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Level::Info => "INFO",
             Level::Error => "ERROR",
@@ -190,37 +193,41 @@ pub struct Style {
 }
 
 impl Style {
+    /// The style of this process.
+    pub fn new(flavor: Flavor) -> Style {
+        Style {
+            flavor,
+            pid: std::process::id(),
+        }
+    }
+
     pub fn engine_pid(&self) -> u32 {
         self.pid + 40
     }
 
-    pub fn worker_pid(&self, rank: u32) -> u32 {
-        self.pid + 60 + rank
+    /// The values every script render gets: `pid` and `engine_pid`.
+    pub fn vars(&self) -> Vars<'static> {
+        let mut v = Vars::new();
+        v.set("pid", self.pid).set("engine_pid", self.engine_pid());
+        v
     }
 
-    /// One log line. `source` is vLLM's `file.py:line` and ignored for SGLang.
+    /// One log line, as the flavor's `log.main`, `log.engine` or `log.rank`
+    /// section writes it. `source` is vLLM's `file.py:line`.
     pub fn fmt(&self, who: Who, level: Level, source: &str, msg: &str) -> String {
-        let now = Clock::now();
-        match self.flavor {
-            Flavor::Sglang => {
-                let tag = match who {
-                    Who::Main => String::new(),
-                    Who::Engine => " TP0".to_string(),
-                    Who::Rank(r) => format!(" TP{r}"),
-                };
-                format!("[{}{tag}] {msg}", now.datetime())
+        let mut vars = self.vars();
+        vars.set("message", msg)
+            .set("level", level.name())
+            .set("source", source);
+        let section = match who {
+            Who::Main => "log.main",
+            Who::Engine => "log.engine",
+            Who::Rank(r) => {
+                vars.rank(r);
+                "log.rank"
             }
-            Flavor::Vllm => {
-                let prefix = match who {
-                    Who::Main => String::new(),
-                    Who::Engine => format!("(EngineCore_0 pid={}) ", self.engine_pid()),
-                    Who::Rank(r) => {
-                        format!("(VllmWorker rank={r} pid={}) ", self.worker_pid(r))
-                    }
-                };
-                format!("{prefix}{} {} [{source}] {msg}", level.name(), now.short())
-            }
-        }
+        };
+        texts().text(self.flavor, section, &vars)
     }
 
     /// Where the flavor's own logger writes: vLLM logs to stdout, SGLang to stderr.
@@ -231,26 +238,54 @@ impl Style {
         }
     }
 
-    pub fn log(&self, who: Who, level: Level, source: &str, msg: &str) {
-        let stream = if level == Level::Error {
-            Stream::Stderr
-        } else {
-            self.app_stream()
-        };
-        line(stream, self.fmt(who, level, source, msg));
+    /// Where a script line goes and what it reads: logger lines get their prefix
+    /// (and go to stderr at ERROR), the others are written as they are.
+    pub fn finish(&self, line: &Line<'_>) -> (Stream, String) {
+        match line.writer {
+            None | Some(Writer::Err) => (Stream::Stderr, line.text.clone()),
+            Some(Writer::Out) => (Stream::Stdout, line.text.clone()),
+            Some(Writer::Log(who)) => {
+                let stream = if line.level == Level::Error {
+                    Stream::Stderr
+                } else {
+                    self.app_stream()
+                };
+                (stream, self.fmt(who, line.level, line.source, &line.text))
+            }
+        }
     }
 
-    pub fn info(&self, who: Who, source: &str, msg: &str) {
-        self.log(who, Level::Info, source, msg);
+    /// Writes script lines now, those in a row on one stream together.
+    pub fn print(&self, lines: &[Line<'_>]) {
+        for (stream, block) in self.blocks(lines) {
+            self::lines(stream, block);
+        }
+    }
+
+    /// Script lines as blocks: the lines in a row that go to one stream.
+    pub fn blocks(&self, lines: &[Line<'_>]) -> Vec<(Stream, Vec<String>)> {
+        let mut blocks: Vec<(Stream, Vec<String>)> = Vec::new();
+        for line in lines {
+            let (stream, text) = self.finish(line);
+            match blocks.last_mut() {
+                Some((s, block)) if *s == stream => block.push(text),
+                _ => blocks.push((stream, vec![text])),
+            }
+        }
+        blocks
     }
 }
 
 /// uvicorn's access log line, written to stdout.
 pub fn access_line(peer: &str, method: &str, path: &str, version: &str, status: u16) -> String {
-    format!(
-        "INFO:     {peer} - \"{method} {path} {version}\" {status} {}",
-        reason(status)
-    )
+    let mut vars = Vars::new();
+    vars.set("peer", peer)
+        .set("method", method)
+        .set("path", path)
+        .set("version", version)
+        .set("status", status)
+        .set("reason", reason(status));
+    texts().common_text("access-line", &vars)
 }
 
 pub fn reason(status: u16) -> &'static str {
@@ -278,7 +313,7 @@ mod tests {
         let c = Clock::from_unix(1_755_097_968, 123);
         assert_eq!(c.datetime(), "2025-08-13 15:12:48");
         assert_eq!(c.short(), "08-13 15:12:48");
-        assert_eq!(c.glog('E'), "E0813 15:12:48.000000123");
+        assert_eq!(c.glog_time(), "0813 15:12:48.000000123");
         // Leap day.
         assert_eq!(
             Clock::from_unix(951_782_400, 0).datetime(),

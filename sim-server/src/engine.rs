@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
-use super::args::{Flavor, Method, SimArgs, TokenFault};
-use super::logs::{Style, Who};
-use super::wire::{self, Delta, DeltaChoice, Envelope, TextChoice, Usage};
-use super::{faults, timer, tokenizer};
+use crate::args::{Method, SimArgs, TokenFault};
+use crate::logs::Style;
+use crate::script::Line;
+use crate::texts::texts;
+use crate::wire::{self, Delta, DeltaChoice, Envelope, TextChoice, Usage};
+use crate::{faults, timer, tokenizer};
 
 /// Longest speculative verify step counted per position in the acceptance stats.
 const MAX_POSITIONS: usize = 32;
@@ -502,7 +504,9 @@ pub async fn generate(shared: Arc<Shared>, gen: Generation, mut sink: Sink) -> O
     let word_offset = seq.wrapping_mul(7);
     let mut active_guard = ActiveGuard::new(shared.clone(), gen.prompt_tokens);
     let mut phase_rx = shared.phase_tx.subscribe();
-    log_prefill(&shared, &gen);
+    shared
+        .style
+        .print(&prefill_lines(&shared, gen.prompt_tokens));
 
     if gen.endpoint == Endpoint::Chat && !sink.send(sse(&gen.role_chunk())).await {
         return Outcome::Ended;
@@ -614,20 +618,21 @@ async fn stop(sink: &mut Sink, phase: Phase) -> Outcome {
     }
 }
 
-fn log_prefill(shared: &Shared, gen: &Generation) {
-    if shared.args.flavor != Flavor::Sglang {
-        return;
-    }
-    let c = shared.counters();
-    let usage = c.active_kv_tokens as f64 / shared.kv_capacity() as f64;
-    let msg = format!(
-        "Prefill batch. #new-seq: 1, #new-token: {}, #cached-token: 0, token usage: {usage:.2}, \
-         #running-req: {}, #queue-req: 0",
-        gen.prompt_tokens,
-        c.active.saturating_sub(1)
-    );
-    drop(c);
-    shared.style.info(Who::Engine, "", &msg);
+/// The flavor's `prefill` lines for a request that just arrived (SGLang logs
+/// one, vLLM none).
+pub fn prefill_lines(shared: &Shared, prompt_tokens: u64) -> Vec<Line<'static>> {
+    let (active, kv_tokens) = {
+        let c = shared.counters();
+        (c.active, c.active_kv_tokens)
+    };
+    let mut vars = shared.style.vars();
+    vars.set("new_tokens", prompt_tokens)
+        .set(
+            "token_usage",
+            kv_tokens as f64 / shared.kv_capacity() as f64,
+        )
+        .set("running", active.saturating_sub(1));
+    texts().render(shared.args.flavor, "prefill", &vars)
 }
 
 /// About once a second while requests are active, the flavor's decode stats line.
@@ -656,84 +661,49 @@ pub async fn stats_loop(shared: Arc<Shared>) {
         if c.active == 0 {
             continue;
         }
-        for (who, source, line) in decode_stats_lines(&shared, &c, &interval, elapsed) {
-            shared.style.info(who, source, &line);
-        }
+        shared
+            .style
+            .print(&decode_stats_lines(&shared, &c, &interval, elapsed));
     }
 }
 
-/// The decode stats lines for one interval: (writer, vLLM source tag, message).
+/// The flavor's `decode-stats` lines for one interval.
 pub fn decode_stats_lines(
     shared: &Shared,
     c: &Counters,
     interval: &IntervalCounters,
     elapsed_s: f64,
-) -> Vec<(Who, &'static str, String)> {
-    let gen_tps = interval.output_tokens as f64 / elapsed_s;
+) -> Vec<Line<'static>> {
+    let s = &interval.spec;
     let usage = c.active_kv_tokens as f64 / shared.kv_capacity() as f64;
-    let spec = shared.args.method != Method::None;
-    match shared.args.flavor {
-        Flavor::Sglang => {
-            let accept = if spec {
-                let a = interval.spec.accept_len().unwrap_or(1.0);
-                format!("accept len: {a:.2}, ")
-            } else {
-                String::new()
-            };
-            vec![(
-                Who::Engine,
-                "",
-                format!(
-                    "Decode batch. #running-req: {}, #token: {}, token usage: {usage:.2}, \
-                     {accept}cuda graph: {}, gen throughput (token/s): {gen_tps:.2}, \
-                     #queue-req: 0",
-                    c.active,
-                    c.active_kv_tokens,
-                    if c.active <= 256 { "True" } else { "False" },
-                ),
-            )]
-        }
-        Flavor::Vllm => {
-            let prompt_tps = interval.prompt_tokens as f64 / elapsed_s;
-            let mut lines = vec![(
-                Who::Main,
-                "metrics.py:455",
-                format!(
-                    "Avg prompt throughput: {prompt_tps:.1} tokens/s, Avg generation \
-                     throughput: {gen_tps:.1} tokens/s, Running: {} reqs, Swapped: 0 reqs, \
-                     Pending: 0 reqs, GPU KV cache usage: {:.1}%, CPU KV cache usage: 0.0%.",
-                    c.active,
-                    usage * 100.0
-                ),
-            )];
-            if spec {
-                let s = &interval.spec;
-                let positions = (Pacing::new(&shared.args).draft_len() as usize).min(8);
-                let per_pos: Vec<String> = s.accepted_per_position[..positions]
-                    .iter()
-                    .map(|&n| format!("{:.3}", n as f64 / s.steps.max(1) as f64))
-                    .collect();
-                lines.push((
-                    Who::Main,
-                    "metrics.py:477",
-                    format!(
-                        "SpecDecoding metrics: Mean acceptance length: {:.2}, Accepted \
-                         throughput: {:.2} tokens/s, Drafted throughput: {:.2} tokens/s, \
-                         Accepted: {} tokens, Drafted: {} tokens, Per-position acceptance \
-                         rate: {}, Avg Draft acceptance rate: {:.1}%",
-                        s.accept_len().unwrap_or(1.0),
-                        s.accepted as f64 / elapsed_s,
-                        s.draft_tokens as f64 / elapsed_s,
-                        s.accepted,
-                        s.draft_tokens,
-                        per_pos.join(", "),
-                        100.0 * s.accepted as f64 / s.draft_tokens.max(1) as f64,
-                    ),
-                ));
-            }
-            lines
-        }
-    }
+    let positions = (Pacing::new(&shared.args).draft_len() as usize).min(8);
+    let per_position: Vec<String> = s.accepted_per_position[..positions]
+        .iter()
+        .map(|&n| format!("{:.3}", n as f64 / s.steps.max(1) as f64))
+        .collect();
+    let mut vars = shared.style.vars();
+    vars.set("method", shared.args.method.name())
+        .set("running", c.active)
+        .set("tokens", c.active_kv_tokens)
+        .set("token_usage", usage)
+        .set("kv_usage_pct", usage * 100.0)
+        .set("cuda_graph", if c.active <= 256 { "True" } else { "False" })
+        .set("gen_throughput", interval.output_tokens as f64 / elapsed_s)
+        .set(
+            "prompt_throughput",
+            interval.prompt_tokens as f64 / elapsed_s,
+        )
+        .set("accept_len", s.accept_len().unwrap_or(1.0))
+        .set("accepted_throughput", s.accepted as f64 / elapsed_s)
+        .set("drafted_throughput", s.draft_tokens as f64 / elapsed_s)
+        .set("accepted", s.accepted)
+        .set("drafted", s.draft_tokens)
+        .set("per_position", per_position.join(", "))
+        .set(
+            "draft_acceptance_pct",
+            100.0 * s.accepted as f64 / s.draft_tokens.max(1) as f64,
+        );
+    texts().render(shared.args.flavor, "decode-stats", &vars)
 }
 
 #[cfg(test)]
@@ -795,24 +765,24 @@ mod tests {
         c.interval.spec.draft_tokens = 150;
         let lines = decode_stats_lines(&shared, &c, &c.interval, 2.0);
         assert_eq!(
-            lines[0].2,
+            lines[0].text,
             "Decode batch. #running-req: 2, #token: 1234, token usage: 0.00, accept len: 3.50, \
              cuda graph: True, gen throughput (token/s): 150.00, #queue-req: 0"
         );
         let shared = Shared::new(args(&["--method", "dflash", "--flavor", "vllm"]));
         let lines = decode_stats_lines(&shared, &c, &c.interval, 2.0);
-        assert!(lines[0].2.starts_with(
+        assert!(lines[0].text.starts_with(
             "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 150.0 tokens/s, \
              Running: 2 reqs"
         ));
-        assert_eq!(lines[0].1, "metrics.py:455");
-        assert!(lines[1].2.starts_with(
+        assert_eq!(lines[0].source, "metrics.py:455");
+        assert!(lines[1].text.starts_with(
             "SpecDecoding metrics: Mean acceptance length: 3.50, Accepted throughput: 12.50 \
              tokens/s, Drafted throughput: 75.00 tokens/s, Accepted: 25 tokens, Drafted: 150 tokens"
-        ), "{}", lines[1].2);
+        ), "{}", lines[1].text);
         let plain = Shared::new(args(&[]));
         let lines = decode_stats_lines(&plain, &c, &c.interval, 2.0);
-        assert!(!lines[0].2.contains("accept len"));
+        assert!(!lines[0].text.contains("accept len"));
     }
 
     #[test]

@@ -16,11 +16,13 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use super::args::{Flavor, Method};
-use super::engine::{self, Endpoint, Generation, Outcome, Phase, Shared, Sink};
-use super::logs::{self, Stream};
-use super::tokenizer;
-use super::wire::{self, Envelope, Message, MessageChoice, TextChoice, Usage};
+use crate::args::{Flavor, Method};
+use crate::engine::{self, Endpoint, Generation, Outcome, Phase, Shared, Sink};
+use crate::logs::{self, Stream};
+use crate::script::Vars;
+use crate::texts::texts;
+use crate::tokenizer;
+use crate::wire::{self, Envelope, Message, MessageChoice, TextChoice, Usage};
 
 type Body = BoxBody<Bytes, Infallible>;
 
@@ -90,22 +92,15 @@ fn bad_request(shared: &Shared, message: &str) -> Response<Body> {
     error(shared, StatusCode::BAD_REQUEST, "BadRequestError", message)
 }
 
-/// The flavor's context-overflow message (see FAILURE_SIGNATURES.md).
+/// The flavor's context-overflow message (its `context-overflow` section; see
+/// FAILURE_SIGNATURES.md).
 pub fn overflow_message(flavor: Flavor, limit: u64, prompt: u64, completion: u64) -> String {
-    let total = prompt + completion;
-    match flavor {
-        Flavor::Sglang => format!(
-            "Requested token count exceeds the model's maximum context length of {limit} tokens. \
-             You requested a total of {total} tokens: {prompt} tokens from the input messages and \
-             {completion} tokens for the completion. Please reduce the number of tokens in the \
-             input messages or the completion to fit within the limit."
-        ),
-        Flavor::Vllm => format!(
-            "This model's maximum context length is {limit} tokens. However, you requested \
-             {total} tokens ({prompt} in the messages, {completion} in the completion). Please \
-             reduce the length of the messages or completion."
-        ),
-    }
+    let mut vars = Vars::new();
+    vars.set("limit", limit)
+        .set("total", prompt.saturating_add(completion))
+        .set("prompt", prompt)
+        .set("completion", completion);
+    texts().text(flavor, "context-overflow", &vars)
 }
 
 fn unix_now() -> u64 {

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::args::Flavor;
+use crate::args::Flavor;
 
 #[derive(Serialize)]
 struct ErrorFields<'a> {
