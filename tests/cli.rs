@@ -100,16 +100,25 @@ fn run_dir_with(name: &str, n: usize) -> std::path::PathBuf {
     dir
 }
 
+/// `export` into a directory that does not exist: an internal error.
+fn export_into_nowhere(dir: &std::path::Path, backtrace: bool) -> std::process::Output {
+    let mut cmd = sweeptop("cli-internal");
+    if backtrace {
+        cmd.env("RUST_BACKTRACE", "1").arg("-v");
+    } else {
+        cmd.env_remove("RUST_BACKTRACE");
+    }
+    cmd.arg("export")
+        .arg(dir)
+        .args(["--format", "csv", "-o"])
+        .arg(dir.join("no/such/dir/out.csv"));
+    run_with_deadline(cmd, Duration::from_secs(30))
+}
+
 #[test]
 fn internal_errors_name_their_causes_without_a_backtrace() {
     let dir = run_dir_with("cli-internal", 3);
-    let mut cmd = sweeptop("cli-internal");
-    cmd.env_remove("RUST_BACKTRACE")
-        .arg("export")
-        .arg(&dir)
-        .args(["--format", "csv", "-o"])
-        .arg(dir.join("no/such/dir/out.csv"));
-    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    let out = export_into_nowhere(&dir, false);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = err.lines().collect();
@@ -118,14 +127,7 @@ fn internal_errors_name_their_causes_without_a_backtrace() {
     assert!(lines[1].starts_with("  caused by: No such file"), "{err}");
     assert!(!err.contains('\x1b'), "{err:?}");
     // Asked for: the backtrace, still without colour codes into a pipe.
-    let mut cmd = sweeptop("cli-internal");
-    cmd.env("RUST_BACKTRACE", "1")
-        .arg("-v")
-        .arg("export")
-        .arg(&dir)
-        .args(["--format", "csv", "-o"])
-        .arg(dir.join("no/such/dir/out.csv"));
-    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    let out = export_into_nowhere(&dir, true);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("No such file"), "{err}");

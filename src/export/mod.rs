@@ -158,37 +158,17 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{
-        sample_metrics, Failure, FailureKind, FailureSource, Metric, Status, Timestamp,
-    };
+    use crate::model::{sample_metrics, sample_record, Metric, Status};
 
     fn record(cell: &str, status: Status) -> CellRecord {
-        CellRecord {
-            cell: cell.into(),
-            config: cell.split('/').next().unwrap_or(cell).into(),
-            phase: "tp1".into(),
-            workload: "code".into(),
-            context_tokens: 1024,
-            concurrency: 4,
-            status,
-            failure: (status == Status::Failed).then(|| {
-                Failure::new(
-                    FailureKind::CudaIllegalInstruction,
-                    FailureSource::ServerLog,
-                    "=cmd, \"quoted\"\nsecond line",
-                )
-            }),
-            metrics: (status == Status::Ok).then(sample_metrics),
-            started_at: Timestamp::parse("2026-12-03T08:00:00Z").unwrap(),
-            finished_at: Timestamp::parse("2026-12-03T08:00:05Z").unwrap(),
-        }
+        sample_record(cell, status, "=cmd, \"quoted\"\nsecond line")
     }
 
     #[test]
     fn every_metric_appears_in_every_export() {
         let records = vec![
-            record("a/code-ctx1024-c4", Status::Ok),
-            record("b/code-ctx1024-c4", Status::Failed),
+            record("a/code-ctx1024-c1", Status::Ok),
+            record("b/code-ctx1024-c1", Status::Failed),
         ];
         let m = sample_metrics();
         let csv_text = csv(&records);
@@ -232,11 +212,11 @@ mod tests {
     #[test]
     fn markdown_is_the_dashboards_grid() {
         let records = vec![
-            record("a/code-ctx1024-c4", Status::Ok),
-            record("b/code-ctx1024-c4", Status::Failed),
+            record("a/code-ctx1024-c1", Status::Ok),
+            record("b/code-ctx1024-c1", Status::Failed),
         ];
         let md = markdown(None, &records);
-        assert!(md.contains("| phase | config | code 1k c4 |"), "{md}");
+        assert!(md.contains("| phase | config | code 1k c1 |"), "{md}");
         let out = Metric::by_key("output_tok_s").unwrap();
         assert!(
             md.contains(&format!("| tp1 | a | {} |", out.compact(&sample_metrics()))),

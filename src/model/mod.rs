@@ -29,3 +29,5 @@ pub use time::Timestamp;
 
 #[cfg(test)]
 pub(crate) use metrics::sample as sample_metrics;
+#[cfg(test)]
+pub(crate) use record::sample as sample_record;

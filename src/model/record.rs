@@ -53,3 +53,29 @@ impl CellRecord {
         self.finished_at.seconds_since(self.started_at)
     }
 }
+
+/// A record for tests: `cell` is `config/…`; a failed one is a CUDA illegal
+/// instruction saying `message`, an ok one has [`super::sample_metrics`].
+#[cfg(test)]
+pub(crate) fn sample(cell: &str, status: Status, message: &str) -> CellRecord {
+    use super::{FailureKind, FailureSource};
+    CellRecord {
+        cell: cell.into(),
+        config: cell.split('/').next().unwrap_or(cell).into(),
+        phase: "tp1".into(),
+        workload: "code".into(),
+        context_tokens: 1024,
+        concurrency: 1,
+        status,
+        failure: (status == Status::Failed).then(|| {
+            Failure::new(
+                FailureKind::CudaIllegalInstruction,
+                FailureSource::ServerLog,
+                message,
+            )
+        }),
+        metrics: (status == Status::Ok).then(super::sample_metrics),
+        started_at: Timestamp::from_unix_ms(1_764_749_780_000),
+        finished_at: Timestamp::from_unix_ms(1_764_749_784_500),
+    }
+}

@@ -596,7 +596,6 @@ impl ViewState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Failure, FailureKind, FailureSource};
 
     fn at(s: u32) -> Timestamp {
         Timestamp::from_unix_ms(1_748_772_000_000 + i64::from(s) * 1000)
@@ -604,23 +603,11 @@ mod tests {
 
     fn rec(cell: &str, config: &str, status: Status, finished: u32) -> CellRecord {
         CellRecord {
-            cell: cell.into(),
             config: config.into(),
-            phase: "tp1".into(),
-            workload: "code".into(),
-            context_tokens: 1024,
-            concurrency: 1,
-            status,
-            failure: (status == Status::Failed).then(|| {
-                Failure::new(
-                    FailureKind::CudaIllegalInstruction,
-                    FailureSource::ServerLog,
-                    "boom",
-                )
-            }),
             metrics: None,
             started_at: at(finished.saturating_sub(1)),
             finished_at: at(finished),
+            ..crate::model::sample_record(cell, status, "boom")
         }
     }
 

@@ -162,28 +162,14 @@ pub fn metric_lines(m: &Metrics) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{sample_metrics, Failure, FailureKind, FailureSource, Timestamp};
+    use crate::model::{sample_metrics, sample_record};
 
     fn record(status: Status) -> CellRecord {
-        CellRecord {
-            cell: "tp1-baseline/code-ctx1024-c1".into(),
-            config: "tp1-baseline".into(),
-            phase: "tp1".into(),
-            workload: "code".into(),
-            context_tokens: 1024,
-            concurrency: 1,
+        sample_record(
+            "tp1-baseline/code-ctx1024-c1",
             status,
-            failure: (status == Status::Failed).then(|| {
-                Failure::new(
-                    FailureKind::CudaIllegalInstruction,
-                    FailureSource::ServerLog,
-                    "CUDA error: an illegal instruction was encountered",
-                )
-            }),
-            metrics: (status == Status::Ok).then(sample_metrics),
-            started_at: Timestamp::parse("2026-12-03T08:16:20Z").unwrap(),
-            finished_at: Timestamp::parse("2026-12-03T08:16:24.5Z").unwrap(),
-        }
+            "CUDA error: an illegal instruction was encountered",
+        )
     }
 
     #[test]
