@@ -115,30 +115,7 @@ fn sweep(source: Source, args: Common) -> Result<u8> {
     } else {
         Some(args.view.setup(!args.gpu.no_gpu)?)
     };
-    let (plan, run_dir) = match &source {
-        Source::Resume(dir) => {
-            if crate::control::is_live(dir) {
-                return Err(user(format!(
-                    "a sweep is still running in {}: attach with `sweeptop attach {}`",
-                    dir.display(),
-                    dir.display()
-                )));
-            }
-            let plan = new_plan(&source)?;
-            let run = RunDir::reopen(dir).map_err(|e| user(e.to_string()))?;
-            (plan, run)
-        }
-        _ => {
-            let plan = new_plan(&source)?;
-            let dir = args
-                .out
-                .clone()
-                .unwrap_or_else(|| store::default_dir(&plan.name));
-            let run =
-                RunDir::create(&dir, &plan.name, &plan.source).map_err(|e| user(e.to_string()))?;
-            (plan, run)
-        }
-    };
+    let (plan, run_dir) = open_run(&source, args.out.as_deref())?;
     let plan = Arc::new(plan);
     // A resumed run's dashboard shows what is already recorded.
     let seed = match (&source, &setup) {
@@ -234,6 +211,29 @@ fn sweep(source: Source, args: Common) -> Result<u8> {
             Err(e) => Err(e.into()),
         }
     })
+}
+
+/// The plan and the run directory: a new one (at `out`, or the default), or
+/// the one being resumed, which must not have a sweep running in it.
+fn open_run(source: &Source, out: Option<&Path>) -> Result<(Plan, RunDir)> {
+    let plan = new_plan(source)?;
+    let run = match source {
+        Source::Resume(dir) => {
+            if crate::control::is_live(dir) {
+                return Err(user(format!(
+                    "a sweep is still running in {}: attach with `sweeptop attach {}`",
+                    dir.display(),
+                    dir.display()
+                )));
+            }
+            RunDir::reopen(dir)
+        }
+        _ => {
+            let dir = out.map_or_else(|| store::default_dir(&plan.name), Path::to_path_buf);
+            RunDir::create(&dir, &plan.name, &plan.source)
+        }
+    };
+    Ok((plan, run.map_err(|e| user(e.to_string()))?))
 }
 
 /// SIGINT and SIGTERM stop the sweep (the server group is stopped, what is
