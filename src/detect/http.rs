@@ -267,17 +267,14 @@ fn classify_error(head: String, text: &str, json: Option<&Value>, evidence: Stri
         }
         numbers
     });
-    Failure {
-        kind: if overflow {
-            FailureKind::ContextOverflow
-        } else {
-            FailureKind::HttpError
-        },
-        source: FailureSource::Http,
-        message,
-        evidence: vec![evidence],
-        context,
-    }
+    let kind = if overflow {
+        FailureKind::ContextOverflow
+    } else {
+        FailureKind::HttpError
+    };
+    Failure::new(kind, FailureSource::Http, message)
+        .with_evidence(vec![evidence])
+        .with_context(context)
 }
 
 /// Classify an HTTP error response. Context overflow (with the numbers the

@@ -82,13 +82,7 @@ pub fn validate(
 
 /// The failure one request met.
 pub fn request_failure(e: &RequestError) -> Failure {
-    let client = |kind, message: String| Failure {
-        kind,
-        source: FailureSource::Client,
-        message,
-        evidence: Vec::new(),
-        context: None,
-    };
+    let client = |kind, message: String| Failure::new(kind, FailureSource::Client, message);
     match e {
         RequestError::Http { status, body } => classify_http(*status, body),
         RequestError::InStream { body } => match serde_json::from_str::<serde_json::Value>(body) {
