@@ -255,3 +255,97 @@ fn after_a_hangup_the_sweep_carries_on_without_a_view() {
     assert!(cells.values().all(|v| v.len() == 1));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The view's threads of a process still running, by name.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_closed_terminal_stops_the_view_and_the_sweep_goes_on() {
+    // An SSH link that drops closes the terminal (not only SIGHUP): the key
+    // reader must end rather than spin on the dead terminal for the rest of
+    // the sweep; the view goes on writing progress.log.
+    let dir = scratch("tui-closed");
+    let run = dir.join("run");
+    let tag = format!("tui-closed-{}", std::process::id());
+    let mut term = Pty::spawn(
+        dashboard(&tag, &dir, &["demo", "--out", run.to_str().unwrap()]),
+        120,
+        40,
+    );
+    term.wait_for(" RUNNING ", Duration::from_secs(60));
+    // The key reader's name, as the kernel cuts it to 15 bytes.
+    let keys = "sweeptop-tui-ke";
+    let pid = term.child.id();
+    assert!(thread_names(pid).iter().any(|t| t == keys));
+    term.hang_up();
+    wait_until(Duration::from_secs(10), "the key reader to end", || {
+        !thread_names(pid).iter().any(|t| t == keys)
+    });
+    let status = term.wait_exit(Duration::from_secs(300));
+    assert_eq!(status.code(), Some(0), "the sweep finished");
+    let progress = std::fs::read_to_string(run.join("progress.log")).unwrap();
+    assert!(progress.contains("sweep finished"), "{progress}");
+    assert_eq!(by_cell(&results(&run)).len(), 56);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_terminal_closed_after_the_sweep_finished_lets_the_process_end() {
+    // A finished sweep's dashboard waits for the user; when the terminal goes
+    // instead, the process ends (it used to wait forever, its key reader
+    // spinning on the dead terminal).
+    let dir = scratch("tui-closed-end");
+    let run = dir.join("run");
+    let plan = dir.join("tiny.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "tiny"
+[server]
+command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2"
+port = "auto"
+stop_grace_s = 1
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 2
+max_tokens = 8
+[[phases]]
+id = "p"
+"#,
+    )
+    .unwrap();
+    let tag = format!("tui-closed-end-{}", std::process::id());
+    let mut term = Pty::spawn(
+        dashboard(
+            &tag,
+            &dir,
+            &[
+                "run",
+                plan.to_str().unwrap(),
+                "--out",
+                run.to_str().unwrap(),
+            ],
+        ),
+        120,
+        40,
+    );
+    term.wait_for(" FINISHED ", Duration::from_secs(60));
+    term.hang_up();
+    let status = term.wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

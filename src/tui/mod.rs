@@ -170,7 +170,10 @@ impl Dashboard {
                     Ok(LoopEnd::Exit) | Ok(LoopEnd::Closed) => {}
                     Ok(LoopEnd::Detached) => {
                         detached_flag.store(true, Ordering::SeqCst);
-                        terminal::carry_on_headless(&rx, &run_dir);
+                        // After the end was shown there is nothing left to follow.
+                        if !app.engine_done {
+                            terminal::carry_on_headless(&rx, &run_dir);
+                        }
                     }
                     Ok(LoopEnd::Restored) | Err(_) => {
                         // The panic hook has put the terminal back.

@@ -158,32 +158,76 @@ impl Screen {
     }
 }
 
-/// Reads keys and resizes until `stop` is set or the terminal fails.
+/// Reads keys and resizes until `stop` is set or the terminal goes away.
+///
+/// The waiting is ours, not crossterm's: on a terminal whose far end closed
+/// (an SSH link that dropped) the tty reads as ever-ready end-of-file, and
+/// crossterm's reader would spin on it for the rest of the sweep. So the
+/// terminal is polled here first, a hang-up ends the reader, and crossterm is
+/// only asked for what is already there (keys, or a resize it has queued).
 pub fn spawn_input_reader(tx: SyncSender<Input>, stop: Arc<AtomicBool>) {
     let _ = std::thread::Builder::new()
         .name("sweeptop-tui-keys".into())
         .spawn(move || {
             while !stop.load(Ordering::SeqCst) {
-                match event::poll(Duration::from_millis(200)) {
-                    Ok(false) => continue,
-                    Ok(true) => {}
-                    Err(_) => {
-                        let _ = tx.send(Input::Hangup);
+                if wait_for_input(Duration::from_millis(200)) == Tty::Gone {
+                    let _ = tx.try_send(Input::Hangup);
+                    return;
+                }
+                loop {
+                    match event::poll(Duration::ZERO) {
+                        Ok(false) => break,
+                        Ok(true) => {}
+                        Err(_) => {
+                            let _ = tx.try_send(Input::Hangup);
+                            return;
+                        }
+                    }
+                    let input = match event::read() {
+                        Ok(event::Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                            Input::Key(k)
+                        }
+                        Ok(event::Event::Resize(w, h)) => Input::Resize(w, h),
+                        Ok(_) => continue,
+                        Err(_) => Input::Hangup,
+                    };
+                    let hangup = matches!(input, Input::Hangup);
+                    if tx.send(input).is_err() || hangup {
                         return;
                     }
                 }
-                let input = match event::read() {
-                    Ok(event::Event::Key(k)) if k.kind != KeyEventKind::Release => Input::Key(k),
-                    Ok(event::Event::Resize(w, h)) => Input::Resize(w, h),
-                    Ok(_) => continue,
-                    Err(_) => Input::Hangup,
-                };
-                let hangup = matches!(input, Input::Hangup);
-                if tx.send(input).is_err() || hangup {
-                    return;
-                }
             }
         });
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Tty {
+    /// Bytes to read, or nothing yet.
+    Open,
+    /// Its far end was closed.
+    Gone,
+}
+
+/// Wait up to `limit` for the terminal to have input, or to be hung up.
+fn wait_for_input(limit: Duration) -> Tty {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    let (stdin, stdout) = (io::stdin(), io::stdout());
+    let fd = if stdin.is_terminal() {
+        stdin.as_fd()
+    } else {
+        stdout.as_fd()
+    };
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    let ms = u16::try_from(limit.as_millis()).unwrap_or(u16::MAX);
+    let gone = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(_) if fds[0].revents().is_some_and(|r| r.intersects(gone)) => Tty::Gone,
+        Ok(_) => Tty::Open,
+        // Interrupted by a signal (a resize): look again next time round.
+        Err(_) => Tty::Open,
+    }
 }
 
 /// How the frame loop ended.

@@ -5,10 +5,13 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What the program wrote, as it arrived.
@@ -24,9 +27,12 @@ pub struct Output {
 
 pub struct Pty {
     pub child: Child,
-    master: File,
+    /// `None` once the terminal was hung up.
+    master: Option<File>,
     pub out: Arc<Mutex<Output>>,
     pub started: Instant,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<()>>,
 }
 
 impl Pty {
@@ -53,6 +59,9 @@ impl Pty {
             )
         };
         assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // The program must not inherit our end: closing it must close the terminal.
+        // SAFETY: fcntl on a descriptor openpty just returned.
+        unsafe { libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC) };
         // SAFETY: openpty returned two fresh descriptors that we now own.
         let (master, slave) =
             unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
@@ -84,9 +93,25 @@ impl Pty {
         }));
         let started = Instant::now();
         let sink = out.clone();
-        std::thread::spawn(move || {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let reader = std::thread::spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
+                // Wake now and then, so that `hang_up` can close this end too.
+                let mut fds = [libc::pollfd {
+                    fd: reader.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                }];
+                // SAFETY: one valid pollfd for the duration of the call.
+                let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 100) };
+                if stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                if ready == 0 {
+                    continue;
+                }
                 match reader.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
@@ -103,10 +128,22 @@ impl Pty {
         });
         Pty {
             child,
-            master,
+            master: Some(master),
             out,
             started,
+            stop,
+            reader: Some(reader),
         }
+    }
+
+    /// Close the terminal, as a dropped SSH link closes it: the program's
+    /// terminal reads end and it gets SIGHUP.
+    pub fn hang_up(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.master = None;
     }
 
     /// The screen as text, one line per row.
@@ -120,10 +157,9 @@ impl Pty {
 
     /// Type keys.
     pub fn send(&mut self, keys: &str) {
-        self.master
-            .write_all(keys.as_bytes())
-            .expect("write to the pty");
-        self.master.flush().ok();
+        let master = self.master.as_mut().expect("the terminal is open");
+        master.write_all(keys.as_bytes()).expect("write to the pty");
+        master.flush().ok();
     }
 
     /// Wait until the screen shows `text`; panics with the screen past `limit`.
