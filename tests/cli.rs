@@ -157,3 +157,27 @@ fn a_closed_pipe_ends_quietly() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_command_that_does_not_reach_the_sweep_is_an_error() {
+    // A socket that accepts and hangs up at once: the command was not
+    // delivered, and a script must hear so (a closed pipe here is not stdout's).
+    let dir = scratch("cli-send");
+    let listener = std::os::unix::net::UnixListener::bind(dir.join("control.sock")).unwrap();
+    let server = std::thread::spawn(move || {
+        for conn in listener.incoming().take(1) {
+            drop(conn);
+        }
+    });
+    let mut cmd = sweeptop("cli-send");
+    cmd.arg("attach")
+        .arg(&dir)
+        .args(["--send", "quit"])
+        .env_remove("RUST_BACKTRACE");
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    let _ = server.join();
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: "), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

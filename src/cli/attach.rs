@@ -72,6 +72,19 @@ fn lines(dir: &Path, send: Option<Command>) -> Result<u8> {
     rt.block_on(async move {
         let mut conn = connect(dir).await?;
         if let Some(cmd) = send {
+            // Only a sweep that said hello gets the command; anything else
+            // (a refusal, a socket that hangs up) is said, never a silent 0.
+            let first = tokio::time::timeout(Duration::from_secs(10), conn.messages.recv()).await;
+            match first {
+                Ok(Some(ServerMsg::Hello { .. })) => {}
+                Ok(Some(ServerMsg::Refused { reason })) => return Err(user(reason)),
+                _ => {
+                    return Err(user(format!(
+                        "no sweep answers in {} (the socket did not say hello); see `sweeptop ls`",
+                        dir.display()
+                    )))
+                }
+            }
             conn.send(cmd)
                 .await
                 .context(|| format!("cannot send the command to {}", dir.display()))?;

@@ -59,10 +59,33 @@ pub fn placeholders(template: &str) -> Vec<String> {
 }
 
 /// Split a command line into words the way a POSIX shell does for quotes and
-/// backslashes (no expansion; a word starting with `#` starts a comment).
-/// Errors on an unterminated quote or a trailing backslash.
+/// backslashes (no expansion). Any white space separates words (a multi-line
+/// command in a CRLF file splits as in an LF one). A word that a shell would
+/// read as a comment (`#…` unquoted) is an error rather than the silent end
+/// of the command; so are an unterminated quote and a trailing backslash.
 pub fn split_words(s: &str) -> Result<Vec<String>, String> {
-    shlex::split(s).ok_or_else(|| "unterminated quote (or a trailing backslash)".to_string())
+    let s: String = s
+        .replace("\r\n", "\n")
+        .chars()
+        .map(|c| {
+            if c.is_whitespace() && c != '\n' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    let words = shlex::split(&s)
+        .ok_or_else(|| "unterminated quote (or a trailing backslash)".to_string())?;
+    // shlex drops a comment with its `#`: fewer `#` in the words than in the
+    // line means part of the command would be lost.
+    let hashes = |t: &str| t.matches('#').count();
+    if words.iter().map(|w| hashes(w)).sum::<usize>() < hashes(&s) {
+        return Err(
+            "a word starting with # would end the command as a comment: quote it ('#…')".into(),
+        );
+    }
+    Ok(words)
 }
 
 /// The words as one command line a shell would split back into them.
@@ -107,5 +130,17 @@ mod tests {
         let argv = split_words(r#"python -m x --a 'b c' "d \"e\"" f\ g "it's" {port}"#).unwrap();
         assert_eq!(split_words(&join_words(&argv)).unwrap(), argv);
         assert_eq!(join_words(&["--tp".into(), "4".into()]), "--tp 4");
+        // A CRLF multi-line command splits as an LF one.
+        assert_eq!(
+            split_words("serve\r\n  --port 1\r\n  --tp 2\r\n").unwrap(),
+            vec!["serve", "--port", "1", "--tp", "2"]
+        );
+        // A comment would silently cut the command: refused; quoted, it is a word.
+        let e = split_words("serve --name #1 --method dflash").unwrap_err();
+        assert!(e.contains("quote it"), "{e}");
+        assert_eq!(
+            split_words("serve --name '#1' --tag a#b").unwrap(),
+            vec!["serve", "--name", "#1", "--tag", "a#b"]
+        );
     }
 }

@@ -206,7 +206,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         key: Key::Value,
         name: "value",
-        help: "next grid value (tok/s, decode tok/s, speedup, TTFT, accept length)",
+        help: "next grid value (the values are listed below)",
         defaults: &["v"],
         hint: Some("value"),
     },
