@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::model::{CellRecord, METRICS};
+use crate::model::{CellRecord, Failure, Metric, METRICS};
 use crate::plan::Plan;
 use crate::view::grid::{CellView, Grid, Row, ValueMode};
 use crate::view::replay;
@@ -18,52 +18,84 @@ pub enum Format {
     Md,
 }
 
-/// The columns a CSV row starts and ends with, around the metrics.
-const HEAD: &[&str] = &[
-    "cell",
-    "config",
-    "phase",
-    "workload",
-    "context_tokens",
-    "concurrency",
-    "status",
-    "failure_kind",
-    "failure_source",
-    "failure_message",
-];
-const TAIL: &[&str] = &["started_at", "finished_at"];
+/// A column of the record itself: its name and how a record's cell is written.
+type RecordColumn = (&'static str, fn(&CellRecord) -> String);
 
-/// Every column of the CSV, in order.
-pub fn csv_columns() -> Vec<&'static str> {
+/// A CSV column.
+enum Column {
+    Record(RecordColumn),
+    Metric(&'static Metric),
+}
+
+fn failure_field(r: &CellRecord, f: impl Fn(&Failure) -> String) -> String {
+    r.failure.as_ref().map(f).unwrap_or_default()
+}
+
+/// The columns of a record before its metrics.
+const HEAD: &[RecordColumn] = &[
+    ("cell", |r| r.cell.clone()),
+    ("config", |r| r.config.clone()),
+    ("phase", |r| r.phase.clone()),
+    ("workload", |r| r.workload.clone()),
+    ("context_tokens", |r| r.context_tokens.to_string()),
+    ("concurrency", |r| r.concurrency.to_string()),
+    ("status", |r| r.status.as_str().to_string()),
+    ("failure_kind", |r| {
+        failure_field(r, |f| f.kind.as_str().to_string())
+    }),
+    ("failure_source", |r| {
+        failure_field(r, |f| f.source.as_str().to_string())
+    }),
+    ("failure_message", |r| {
+        failure_field(r, |f| f.message.clone())
+    }),
+];
+
+/// The columns of a record after the first generation's metrics.
+const TAIL: &[RecordColumn] = &[
+    ("started_at", |r| r.started_at.to_string()),
+    ("finished_at", |r| r.finished_at.to_string()),
+];
+
+/// Every column of the CSV, in order: the record's, the metrics of the first
+/// CSV generation, the times, then each later generation's metrics (so a
+/// column never moves when metrics are added).
+fn columns() -> Vec<Column> {
+    let generation = |g: u8| {
+        METRICS
+            .iter()
+            .filter(move |m| m.csv_since == g)
+            .map(Column::Metric)
+    };
+    let later = METRICS
+        .iter()
+        .map(|m| m.csv_since)
+        .filter(|&g| g > 1)
+        .max()
+        .unwrap_or(1);
     HEAD.iter()
         .copied()
-        .chain(METRICS.iter().map(|m| m.key))
-        .chain(TAIL.iter().copied())
+        .map(Column::Record)
+        .chain(generation(1))
+        .chain(TAIL.iter().copied().map(Column::Record))
+        .chain((2..=later).flat_map(generation))
         .collect()
 }
 
-fn csv_row(r: &CellRecord) -> Vec<String> {
-    let f = r.failure.as_ref();
-    let mut row = vec![
-        r.cell.clone(),
-        r.config.clone(),
-        r.phase.clone(),
-        r.workload.clone(),
-        r.context_tokens.to_string(),
-        r.concurrency.to_string(),
-        r.status.as_str().to_string(),
-        f.map(|x| x.kind.as_str().to_string()).unwrap_or_default(),
-        f.map(|x| x.source.as_str().to_string()).unwrap_or_default(),
-        f.map(|x| x.message.clone()).unwrap_or_default(),
-    ];
-    row.extend(
-        METRICS
-            .iter()
-            .map(|m| r.metrics.as_ref().map(|v| m.exact(v)).unwrap_or_default()),
-    );
-    row.push(r.started_at.to_string());
-    row.push(r.finished_at.to_string());
-    row
+impl Column {
+    fn name(&self) -> &'static str {
+        match self {
+            Column::Record((name, _)) => name,
+            Column::Metric(m) => m.key,
+        }
+    }
+
+    fn value(&self, r: &CellRecord) -> String {
+        match self {
+            Column::Record((_, f)) => f(r),
+            Column::Metric(m) => r.metrics.as_ref().map(|v| m.exact(v)).unwrap_or_default(),
+        }
+    }
 }
 
 /// The records as `format`. Markdown lays them out on the plan's grid when there
@@ -81,9 +113,10 @@ pub fn csv(records: &[CellRecord]) -> String {
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
     // Writing to memory cannot fail; a row that could not be encoded is dropped.
-    let _ = w.write_record(csv_columns());
+    let columns = columns();
+    let _ = w.write_record(columns.iter().map(Column::name));
     for r in records {
-        let _ = w.write_record(csv_row(r));
+        let _ = w.write_record(columns.iter().map(|c| c.value(r)));
     }
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
@@ -207,6 +240,24 @@ mod tests {
         // A message with commas, quotes and a newline stays one field.
         let msg = header.iter().position(|h| h == "failure_message").unwrap();
         assert_eq!(&rows[1][msg], "=cmd, \"quoted\"\nsecond line");
+    }
+
+    #[test]
+    fn csv_columns_keep_their_places() {
+        // The columns as users' scripts have read them since the first CSV.
+        let first = "cell,config,phase,workload,context_tokens,concurrency,status,failure_kind,\
+failure_source,failure_message,requests,failed_requests,short_requests,output_tokens,\
+duration_s,output_tok_s,request_per_s,decode_tok_s_p50,ttft_ms_p50,ttft_ms_p90,ttft_ms_p99,\
+itl_ms_p50,itl_ms_p99,tpot_ms_p50,e2e_ms_p50,e2e_ms_p99,prompt_tokens_mean,tokens_estimated,\
+accept_len,gpu_mem_peak_mib,gpu_util_mean,started_at,finished_at";
+        let header = csv(&[]);
+        assert!(header.starts_with(first), "{header}");
+        assert!(
+            header
+                .trim_end()
+                .ends_with(",decode_tok_s_mean,ttft_ms_mean,itl_ms_p90,itl_ms_mean"),
+            "{header}"
+        );
     }
 
     #[test]
