@@ -116,3 +116,21 @@ fn a_url_the_client_cannot_use_is_a_clear_error() {
         assert!(err.contains(url) && err.contains(says), "{url}: {err}");
     }
 }
+
+#[test]
+fn times_and_rates_that_make_no_sense_are_refused_before_anything_is_sent() {
+    for bad in [
+        "--request-timeout=-1",
+        "--request-timeout=1e30",
+        "--duration=-1",
+        "--duration=NaN",
+        "--rate=0",
+    ] {
+        let mut cmd = Command::new(bin());
+        cmd.args(["loadtest", "http://127.0.0.1:1", bad]);
+        let out = run_with_deadline(cmd, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.starts_with("error: invalid value"), "{bad}: {err}");
+    }
+}

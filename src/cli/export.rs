@@ -27,7 +27,7 @@ pub fn export(args: ExportArgs) -> Result<u8> {
             store::RESULTS
         )));
     }
-    let results = store::read_results(dir).map_err(|e| user(e.to_string()))?;
+    let results = store::read_results(dir).map_err(super::store_error)?;
     for p in &results.problems {
         eprintln!("warning: {p}");
     }

@@ -23,12 +23,12 @@ pub struct LoadtestArgs {
     #[arg(long, default_value_t = 1)]
     pub concurrency: u32,
     /// Open loop: Poisson arrivals at this many requests/s.
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     pub rate: Option<f64>,
     #[arg(long, default_value_t = 16)]
     pub requests: u32,
     /// Stop after this many seconds even if requests remain.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     pub duration: Option<f64>,
     #[arg(long, default_value_t = 128)]
     pub max_tokens: u32,
@@ -49,8 +49,25 @@ pub struct LoadtestArgs {
     /// PATH.gz when over 1 MiB), as a sweep does under `requests/`.
     #[arg(long, value_name = "PATH")]
     pub records: Option<PathBuf>,
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, value_parser = seconds)]
     pub request_timeout: f64,
+}
+
+/// A number above 0.
+fn positive(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a number above 0")),
+    }
+}
+
+/// Seconds: above 0 and at most the longest time a plan may name.
+fn seconds(s: &str) -> std::result::Result<f64, String> {
+    let max = crate::plan::MAX_SECONDS;
+    positive(s)
+        .ok()
+        .filter(|x| *x <= max)
+        .ok_or_else(|| format!("`{s}` is not a number of seconds above 0 and at most {max}"))
 }
 
 pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
@@ -142,8 +159,10 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
                 target.model,
                 args.prompt_tokens
             );
-            for (name, value) in metric_lines(&metrics) {
-                text.push_str(&format!("{name:<28} {value}\n"));
+            // What a lone cell cannot measure (GPU figures, acceptance
+            // length without speculative decoding) is left out.
+            for (name, value) in metric_lines(&metrics, false) {
+                text.push_str(&format!("{name:<20} {value}\n"));
             }
             for e in &errors {
                 text.push_str(&format!("error: {e}\n"));

@@ -120,6 +120,15 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
     }
 }
 
+/// A run directory's trouble: a directory that is not what was expected is the
+/// user's to fix; a failing disk is not.
+pub fn store_error(e: crate::store::StoreError) -> Error {
+    match e {
+        crate::store::StoreError::Invalid(message) => user(message),
+        io => Error::Internal(eyre::Report::new(io)),
+    }
+}
+
 /// Context for an internal error: what was being done when it happened.
 pub trait Context<T> {
     fn context(self, what: impl FnOnce() -> String) -> Result<T>;
@@ -146,8 +155,14 @@ impl Error {
             }
             Error::Internal(report) => {
                 let _ = writeln!(err, "error: {report}");
+                let mut said = report.to_string();
                 for cause in report.chain().skip(1) {
-                    let _ = writeln!(err, "  caused by: {cause}");
+                    let cause = cause.to_string();
+                    // A message that already ends with its cause says it once.
+                    if !said.ends_with(&cause) {
+                        let _ = writeln!(err, "  caused by: {cause}");
+                    }
+                    said = cause;
                 }
                 ExitCode::from(1)
             }

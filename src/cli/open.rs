@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use super::{user, Context, Result, ViewArgs};
+use super::{Context, Result, ViewArgs};
 use crate::export::{self, Format};
 use crate::view::replay;
 
@@ -17,7 +17,7 @@ pub struct OpenArgs {
 }
 
 pub fn open(args: OpenArgs) -> Result<u8> {
-    let view = replay::load_run(&args.dir).map_err(|e| user(e.to_string()))?;
+    let view = replay::load_run(&args.dir).map_err(super::store_error)?;
     if !std::io::stdout().is_terminal() {
         let mut records: Vec<_> = view.records.values().cloned().collect();
         records.sort_by(|a, b| a.cell.cmp(&b.cell));
@@ -29,8 +29,12 @@ pub fn open(args: OpenArgs) -> Result<u8> {
         .status()
         .is_some_and(|s| *s != crate::model::GpuStatus::Disabled);
     let setup = args.view.setup(show_gpu)?;
-    let warning = crate::control::is_live(&args.dir)
-        .then(|| "this run is still going: what you see is a snapshot".to_string());
+    let warning = crate::control::is_live(&args.dir).then(|| {
+        let pid = crate::store::read_meta(&args.dir)
+            .map(|m| format!(" (pid {})", m.pid))
+            .unwrap_or_default();
+        format!("this run is still going{pid}: what you see is a snapshot")
+    });
     let code = crate::tui::show_recorded(view, args.dir.clone(), setup, warning)
         .context(|| "cannot use the terminal".into())?;
     Ok(u8::try_from(code).unwrap_or(1))

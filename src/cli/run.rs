@@ -233,7 +233,7 @@ fn open_run(source: &Source, out: Option<&Path>) -> Result<(Plan, RunDir)> {
             RunDir::create(&dir, &plan.name, &plan.source)
         }
     };
-    Ok((plan, run.map_err(|e| user(e.to_string()))?))
+    Ok((plan, run.map_err(super::store_error)?))
 }
 
 /// SIGINT and SIGTERM stop the sweep (the server group is stopped, what is
@@ -283,10 +283,9 @@ fn detach(run_dir: &Path) -> Result<u8> {
     if !argv.iter().any(|a| a == "--headless") {
         argv.push("--headless".into());
     }
-    if !argv
-        .iter()
-        .any(|a| a == "--out" || a.starts_with("--out=") || a == "--resume")
-    {
+    if !argv.iter().any(|a| {
+        a == "--out" || a.starts_with("--out=") || a == "--resume" || a.starts_with("--resume=")
+    }) {
         argv.push("--out".into());
         argv.push(run_dir.display().to_string());
     }
@@ -316,9 +315,13 @@ fn detach(run_dir: &Path) -> Result<u8> {
         if let Some(status) = child.try_wait()? {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
             eprint!("{text}");
-            return Err(user(format!(
-                "the background sweep exited at once ({status})"
-            )));
+            let message = format!("the background sweep exited at once ({status})");
+            // Its own error is above; a mistake of the user's stays exit 2.
+            return Err(if status.code() == Some(2) {
+                user(message)
+            } else {
+                super::Error::Internal(color_eyre::eyre::eyre!(message))
+            });
         }
         if std::time::Instant::now() > deadline {
             return Err(super::Error::Internal(color_eyre::eyre::eyre!(

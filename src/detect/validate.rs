@@ -64,20 +64,19 @@ pub fn validate(
                 got.join(", ")
             )));
     }
-    if metrics.output_tokens == 0
-        || metrics.output_tok_s <= 0.0
-        || !metrics.output_tok_s.is_finite()
-    {
-        return Err(Failure::new(
-            FailureKind::ZeroTokens,
-            FailureSource::Client,
-            format!(
-                "{} requests completed but the server returned no tokens",
-                metrics.requests
-            ),
-        ));
+    if !metrics.has_tokens() {
+        return Err(zero_tokens(metrics.requests));
     }
     Ok(())
+}
+
+/// Requests that completed without a token: never a measurement.
+pub fn zero_tokens(requests: u64) -> Failure {
+    Failure::new(
+        FailureKind::ZeroTokens,
+        FailureSource::Client,
+        format!("{requests} requests completed but the server returned no tokens"),
+    )
 }
 
 /// The failure one request met.

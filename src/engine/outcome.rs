@@ -3,9 +3,7 @@
 //! before anyone is told.
 
 use super::{Engine, EngineError};
-use crate::model::{
-    CellRecord, Event, Failure, FailureKind, FailureSource, Metrics, Status, Timestamp,
-};
+use crate::model::{CellRecord, Event, Failure, Metrics, Status, Timestamp};
 use crate::plan::Cell;
 
 /// How a cell ended, before it is recorded.
@@ -67,11 +65,7 @@ impl Engine {
             let requests = record.metrics.as_ref().map_or(0, |m| m.requests);
             record.status = Status::Failed;
             record.metrics = None;
-            record.failure = Some(Failure::new(
-                FailureKind::ZeroTokens,
-                FailureSource::Client,
-                format!("{requests} requests completed but the server returned no tokens"),
-            ));
+            record.failure = Some(crate::detect::zero_tokens(requests));
         }
         self.run.append_result(&record)?;
         self.done.insert(record.cell.clone());

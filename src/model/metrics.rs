@@ -37,6 +37,13 @@ pub struct Metrics {
     pub gpu_util_mean: Option<f64>,
 }
 
+impl Metrics {
+    /// Real tokens at a real rate: what a cell recorded `ok` must have.
+    pub fn has_tokens(&self) -> bool {
+        self.output_tokens > 0 && self.output_tok_s > 0.0 && self.output_tok_s.is_finite()
+    }
+}
+
 /// One figure of a cell, as read from [`Metrics`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {

@@ -42,10 +42,7 @@ pub struct CellRecord {
 impl CellRecord {
     /// Whether the record may stand as `ok`: real tokens at a real rate.
     pub fn holds_invariant(&self) -> bool {
-        self.status != Status::Ok
-            || self.metrics.as_ref().is_some_and(|m| {
-                m.output_tokens > 0 && m.output_tok_s > 0.0 && m.output_tok_s.is_finite()
-            })
+        self.status != Status::Ok || self.metrics.as_ref().is_some_and(Metrics::has_tokens)
     }
 
     /// How long the cell ran, in seconds.

@@ -2,7 +2,7 @@
 //! (`--headless`, `attach --headless`, `progress.log`), the dashboard's own
 //! notes in the log pane, the details view and `loadtest`'s report.
 
-use crate::model::{describe_exit, families, CellRecord, Event, Level, Metrics, Status};
+use crate::model::{describe_exit, families, CellRecord, Event, Level, Metrics, Status, Value};
 
 use super::grid::{CellView, ValueMode};
 
@@ -124,7 +124,7 @@ pub fn summary(m: &Metrics) -> String {
         .iter()
         .filter_map(|metric| {
             let name = metric.summary?;
-            if metric.value(m) == crate::model::Value::Missing {
+            if metric.value(m) == Value::Missing {
                 return None;
             }
             let text = metric.human(m);
@@ -139,10 +139,12 @@ pub fn summary(m: &Metrics) -> String {
 }
 
 /// Every metric, one line per family: (`TTFT`, `p50 85.0ms  p90 90.0ms
-/// p99 1.24s  mean 88.0ms`). The details view and `loadtest` print these.
-pub fn metric_lines(m: &Metrics) -> Vec<(&'static str, String)> {
+/// p99 1.24s  mean 88.0ms`). The details view and `loadtest` print these;
+/// without `all`, a family with no value at all is left out.
+pub fn metric_lines(m: &Metrics, all: bool) -> Vec<(&'static str, String)> {
     families()
         .into_iter()
+        .filter(|(_, metrics)| all || metrics.iter().any(|x| x.value(m) != Value::Missing))
         .map(|(family, metrics)| {
             let values: Vec<String> = metrics
                 .iter()
@@ -200,7 +202,7 @@ mod tests {
 
     #[test]
     fn every_metric_has_a_line() {
-        let lines = metric_lines(&sample_metrics());
+        let lines = metric_lines(&sample_metrics(), true);
         let all: String = lines.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
         assert!(
             all.contains("TTFT: p50 85.0ms  p90 90.0ms  p99 1.24s  mean 88.0ms"),
@@ -213,5 +215,9 @@ mod tests {
         );
         let values: usize = lines.iter().map(|(_, v)| v.split("  ").count()).sum();
         assert_eq!(values, crate::model::METRICS.len());
+        // The acceptance length is not measured in the sample.
+        let some = metric_lines(&sample_metrics(), false);
+        assert_eq!(some.len(), lines.len() - 1);
+        assert!(!some.iter().any(|(k, _)| *k == "acceptance length"));
     }
 }

@@ -399,7 +399,7 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                     }
                     if let Some(m) = &r.metrics {
                         lines.push(Line::raw(""));
-                        for (name, value) in metric_lines(m) {
+                        for (name, value) in metric_lines(m, true) {
                             lines.push(kv(app, name, value));
                         }
                         if let CellView::Value { text, .. } =
