@@ -256,6 +256,25 @@ fn after_a_hangup_the_sweep_carries_on_without_a_view() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One config, one short cell on the simulated server.
+const TINY_PLAN: &str = r#"
+name = "tiny"
+[server]
+command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2"
+port = "auto"
+stop_grace_s = 1
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 2
+max_tokens = 8
+[[phases]]
+id = "p"
+"#;
+
 /// The view's threads of a process still running, by name.
 fn thread_names(pid: u32) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -307,27 +326,7 @@ fn a_terminal_closed_after_the_sweep_finished_lets_the_process_end() {
     let dir = scratch("tui-closed-end");
     let run = dir.join("run");
     let plan = dir.join("tiny.toml");
-    std::fs::write(
-        &plan,
-        r#"
-name = "tiny"
-[server]
-command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2"
-port = "auto"
-stop_grace_s = 1
-[limits]
-context = 4096
-[[workloads]]
-id = "w"
-contexts = [64]
-concurrency = [1]
-requests = 2
-max_tokens = 8
-[[phases]]
-id = "p"
-"#,
-    )
-    .unwrap();
+    std::fs::write(&plan, TINY_PLAN).unwrap();
     let tag = format!("tui-closed-end-{}", std::process::id());
     let mut term = Pty::spawn(
         dashboard(
@@ -347,5 +346,34 @@ id = "p"
     term.hang_up();
     let status = term.wait_exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_closes_the_dashboard_of_a_finished_sweep() {
+    let dir = scratch("tui-term-end");
+    let run = dir.join("run");
+    let plan = dir.join("tiny.toml");
+    std::fs::write(&plan, TINY_PLAN).unwrap();
+    let tag = format!("tui-term-end-{}", std::process::id());
+    let mut term = Pty::spawn(
+        dashboard(
+            &tag,
+            &dir,
+            &[
+                "run",
+                plan.to_str().unwrap(),
+                "--out",
+                run.to_str().unwrap(),
+            ],
+        ),
+        120,
+        40,
+    );
+    term.wait_for(" FINISHED ", Duration::from_secs(60));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(term.child.id() as i32, libc::SIGTERM) };
+    let status = term.wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "the sweep had finished");
     let _ = std::fs::remove_dir_all(&dir);
 }

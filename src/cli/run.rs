@@ -161,10 +161,10 @@ fn sweep(source: Source, args: Common) -> Result<u8> {
                 Err(e) => eprintln!("(no dashboard: {e}; showing line progress)"),
             }
         }
+        spawn_signal_handlers(tx.clone(), dashboard.as_ref().map(|d| d.closer()));
         let printer = dashboard
             .is_none()
             .then(|| tokio::spawn(crate::headless::print(bus.events.subscribe())));
-        spawn_signal_handlers(tx.clone());
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sweeptop"));
         let engine = Engine::new(
             plan,
@@ -237,8 +237,9 @@ fn open_run(source: &Source, out: Option<&Path>) -> Result<(Plan, RunDir)> {
 }
 
 /// SIGINT and SIGTERM stop the sweep (the server group is stopped, what is
-/// recorded stays); SIGHUP (the SSH link dropped) is ignored so the sweep goes on.
-fn spawn_signal_handlers(tx: mpsc::Sender<Request>) {
+/// recorded stays), and close a dashboard left showing a finished sweep;
+/// SIGHUP (the SSH link dropped) is ignored so the sweep goes on.
+fn spawn_signal_handlers(tx: mpsc::Sender<Request>, dashboard: Option<crate::tui::Closer>) {
     use tokio::signal::unix::{signal, SignalKind};
     tokio::spawn(async move {
         let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
@@ -254,6 +255,10 @@ fn spawn_signal_handlers(tx: mpsc::Sender<Request>) {
                 _ = term.recv() => "SIGTERM",
                 _ = hup.recv() => { continue; }
             };
+            if let Some(d) = &dashboard {
+                d.close();
+            }
+            // The engine may be gone already (a finished sweep): then no one listens.
             let _ = tx
                 .send(Request {
                     command: Command::Quit,

@@ -115,6 +115,7 @@ pub fn show_recorded(
 /// A live dashboard running on its own thread beside the engine.
 pub struct Dashboard {
     thread: std::thread::JoinHandle<()>,
+    input: SyncSender<Input>,
     done: Option<oneshot::Sender<()>>,
     stop_keys: Arc<AtomicBool>,
     /// Set when the view went away (hangup, panic) and the sweep runs on without it.
@@ -144,6 +145,7 @@ impl Dashboard {
         tokio::spawn(forward_logs(bus.logs.subscribe(), tx.clone()));
         tokio::spawn(watch_hangup(tx.clone()));
         let stop_keys = Arc::new(AtomicBool::new(false));
+        let input = tx.clone();
         terminal::spawn_input_reader(tx, stop_keys.clone());
         let detached = Arc::new(AtomicBool::new(false));
         let detached_flag = detached.clone();
@@ -184,6 +186,7 @@ impl Dashboard {
             })?;
         Ok(Dashboard {
             thread,
+            input,
             done: Some(done_tx),
             stop_keys,
             detached,
@@ -206,9 +209,25 @@ impl Dashboard {
         terminal::restore();
     }
 
+    /// A way to close the dashboard from elsewhere (a signal handler).
+    pub fn closer(&self) -> Closer {
+        Closer(self.input.clone())
+    }
+
     /// Whether the dashboard thread has ended (the user left it).
     pub fn is_finished(&self) -> bool {
         self.thread.is_finished()
+    }
+}
+
+/// Closes a dashboard whose sweep has ended (SIGINT, SIGTERM); before the
+/// end it changes nothing (the sweep's stop closes the view).
+#[derive(Clone)]
+pub struct Closer(SyncSender<Input>);
+
+impl Closer {
+    pub fn close(&self) {
+        let _ = self.0.try_send(Input::Close);
     }
 }
 

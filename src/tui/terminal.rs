@@ -41,6 +41,8 @@ pub enum Input {
     /// The terminal went away (SIGHUP, or reading it failed).
     Hangup,
     EngineDone,
+    /// SIGINT or SIGTERM: once the sweep has ended there is nothing to wait for.
+    Close,
 }
 
 /// Whether the terminal is in raw mode on the alternate screen (so a panic
@@ -255,6 +257,10 @@ fn handle(app: &mut App, input: Input) -> Result<Redraw, LoopEnd> {
         },
         Input::Resize(w, h) => app.update(Action::Resize(w, h)),
         Input::Hangup => return Err(LoopEnd::Detached),
+        // Before the end the signal stops the sweep, and the view closes
+        // when it has shown how it ended.
+        Input::Close if app.engine_done => return Err(LoopEnd::Exit),
+        Input::Close => Redraw::No,
         Input::EngineDone => app.update(Action::EngineDone),
     })
 }
