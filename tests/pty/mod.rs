@@ -1,4 +1,4 @@
-//! Run a program on a pseudo-terminal (libc `openpty`) and watch its screen
+//! Run a program on a pseudo-terminal (libc `posix_openpt`) and watch its screen
 //! through a terminal emulator (`vt100`): for the dashboard's end-to-end test
 //! and its bytes-per-second benchmark.
 #![allow(dead_code)]
@@ -39,32 +39,38 @@ impl Pty {
     /// Start `cmd` with a `cols` × `rows` pseudo-terminal as its controlling
     /// terminal and standard streams.
     pub fn spawn(mut cmd: Command, cols: u16, rows: u16) -> Pty {
-        let mut master = -1;
-        let mut slave = -1;
-        let ws = libc::winsize {
-            ws_row: rows,
-            ws_col: cols,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
+        // Both ends are opened close-on-exec at once: a program another test
+        // thread starts at the same moment must not inherit either end (a
+        // stray copy of the master keeps the terminal open after `hang_up`;
+        // one of the slave keeps the reader from ever seeing the end).
+        // SAFETY: plain libc calls on a descriptor we own; ptsname_r writes
+        // at most `name.len()` bytes.
+        let (master, slave) = unsafe {
+            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            assert!(m >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+            let master = OwnedFd::from_raw_fd(m);
+            assert_eq!(libc::grantpt(m), 0, "grantpt");
+            assert_eq!(libc::unlockpt(m), 0, "unlockpt");
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(
+                libc::ptsname_r(m, name.as_mut_ptr(), name.len()),
+                0,
+                "ptsname_r"
+            );
+            let sl = libc::open(
+                name.as_ptr(),
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+            );
+            assert!(sl >= 0, "open the pty: {}", std::io::Error::last_os_error());
+            let ws = libc::winsize {
+                ws_row: rows,
+                ws_col: cols,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            };
+            assert_eq!(libc::ioctl(sl, libc::TIOCSWINSZ, &ws), 0, "TIOCSWINSZ");
+            (master, OwnedFd::from_raw_fd(sl))
         };
-        // SAFETY: openpty writes two descriptors into the given ints; the name
-        // and termios pointers may be null; `ws` outlives the call.
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                &ws,
-            )
-        };
-        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-        // The program must not inherit our end: closing it must close the terminal.
-        // SAFETY: fcntl on a descriptor openpty just returned.
-        unsafe { libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC) };
-        // SAFETY: openpty returned two fresh descriptors that we now own.
-        let (master, slave) =
-            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
         let io = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup pty"));
         cmd.stdin(io(&slave)).stdout(io(&slave)).stderr(io(&slave));
         // SAFETY: only async-signal-safe calls between fork and exec.
@@ -185,11 +191,12 @@ impl Pty {
         }
     }
 
-    /// Wait for the program to exit.
+    /// Wait for the program to exit, and for what it wrote to be read.
     pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
         let deadline = Instant::now() + limit;
         loop {
             if let Some(s) = self.child.try_wait().expect("try_wait") {
+                self.drain(deadline.max(Instant::now() + Duration::from_secs(5)));
                 return s;
             }
             if Instant::now() > deadline {
@@ -200,6 +207,19 @@ impl Pty {
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Pty {
+    /// After the exit: read until the terminal's end is seen (no one holds
+    /// it any more), so the last words are in `out`.
+    fn drain(&mut self, deadline: Instant) {
+        if self.reader.is_none() {
+            return;
+        }
+        while !self.out.lock().unwrap().closed && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
