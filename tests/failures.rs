@@ -130,6 +130,12 @@ fn every_injected_fault_is_recorded_with_its_kind_and_evidence() {
                     .parse()
                     .unwrap();
                 assert!((1.5..2.5).contains(&secs), "{msg}");
+                // It says how many requests hung, and what the server said last.
+                assert!(msg.contains("1 request(s) in flight"), "{msg}");
+                assert!(
+                    evidence.len() > 1 && evidence[0].as_str().unwrap().contains("server log"),
+                    "{config}: {first}"
+                );
             }
         }
     }

@@ -27,11 +27,14 @@ pub fn export(args: ExportArgs) -> Result<u8> {
             store::RESULTS
         )));
     }
-    let results = store::read_results(dir).map_err(super::store_error)?;
+    let mut results = store::read_results(dir).map_err(super::store_error)?;
+    let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
+    if let Some(plan) = &plan {
+        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
+    }
     for p in &results.problems {
         eprintln!("warning: {p}");
     }
-    let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
     let text = export::render(args.format, plan, &results.records);
     match &args.output {
         Some(p) => std::fs::write(p, text).context(|| format!("cannot write {}", p.display()))?,

@@ -34,12 +34,14 @@ pub struct RunInfo {
 }
 
 fn run_info(dir: &Path) -> Option<RunInfo> {
-    let meta = store::read_meta(dir).ok()?;
-    let results = store::read_results(dir).ok().unwrap_or_default();
-    let total = Plan::load(&dir.join(store::PLAN))
-        .ok()
-        .map(|p| p.cells.len());
-    let live = crate::control::is_live(dir);
+    let meta = store::run_meta(dir)?;
+    let mut results = store::read_results(dir).ok().unwrap_or_default();
+    let plan = Plan::load(&dir.join(store::PLAN)).ok();
+    if let Some(plan) = &plan {
+        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
+    }
+    let total = plan.map(|p| p.cells.len());
+    let live = crate::control::is_live(dir) || store::is_locked(dir);
     let state = match meta.state {
         _ if live => RunState::Running,
         // Recorded as running but nothing answers: it was killed.

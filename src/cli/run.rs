@@ -273,8 +273,8 @@ fn spawn_signal_handlers(tx: mpsc::Sender<Request>, dashboard: Option<crate::tui
 /// output in the run directory, and print how to attach.
 fn detach(run_dir: &Path) -> Result<u8> {
     use std::os::unix::process::CommandExt;
-    std::fs::create_dir_all(run_dir).context(|| format!("cannot create {}", run_dir.display()))?;
-    let log_path = run_dir.join("sweeptop.log");
+    store::make_run_dir(run_dir).map_err(super::store_error)?;
+    let log_path = run_dir.join(store::DETACH_LOG);
     let log = std::fs::File::options()
         .create(true)
         .append(true)

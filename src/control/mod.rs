@@ -118,8 +118,8 @@ fn line(msg: &ServerMsg) -> Arc<str> {
 /// Bind `RUN_DIR/control.sock`. A socket left by a dead run (nothing listening) is
 /// replaced; one that answers means another sweep is running in this directory.
 pub async fn bind(run_dir: &Path) -> io::Result<UnixListener> {
-    // The run directory is the owner's alone, and so is the socket in it.
-    std::fs::set_permissions(run_dir, std::fs::Permissions::from_mode(0o700))?;
+    // The socket is the owner's alone (and peers are checked); the run
+    // directory's permissions are the store's business, not changed here.
     let path = run_dir.join(SOCKET);
     if path.exists() {
         if is_live(run_dir) {

@@ -30,10 +30,12 @@ async fn socket_is_private_and_replays_history_then_live_events() {
     let dir = tmpdir("replay");
     let bus = Bus::new();
     let (tx, mut rx) = mpsc::channel(8);
+    // A directory the user made keeps its permissions.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let listener = bind(&dir).await.unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&dir.join(SOCKET)), 0o600);
-    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir), 0o755);
     let server = serve(listener, &dir, "demo", &bus, tx, vec![notice(0)]);
     bus.events.send(notice(1)).unwrap();
     // Let the hub take event 1 into its history before we join.

@@ -24,8 +24,9 @@ pub fn validate(
     }
     if let Some(idle) = run.stalled_for {
         return Err(Failure::new(FailureKind::Stalled, FailureSource::Client, format!(
-                "no token arrived for {:.1} s with requests in flight ({} requests finished before, {} of them ok)",
+                "no token arrived for {:.1} s with {} request(s) in flight ({} requests finished before, {} of them ok)",
                 idle.as_secs_f64(),
+                run.in_flight,
                 run.stats.requests,
                 run.stats.ok()
             )));
@@ -147,6 +148,7 @@ mod tests {
             stats,
             wall_ns: 1_000_000_000,
             stalled_for: None,
+            in_flight: 0,
         };
         let m = run.stats.metrics(run.wall_ns);
         validate(&run, &m, &ServerHealth { died }, rate, fail_short)

@@ -94,13 +94,12 @@ impl Engine {
         ) {
             Ok(()) => CellEnd::Done(outcome::ok(cell, started_at, metrics)),
             Err(f) => {
-                let r = failed(f.clone());
                 if health.died.is_some() {
-                    CellEnd::ServerDied(r, f)
+                    CellEnd::ServerDied(failed(f.clone()), f)
                 } else if run.stalled_for.is_some() {
-                    CellEnd::Stalled(r)
+                    CellEnd::Stalled(failed(stall_evidence(f, &live.server)))
                 } else {
-                    CellEnd::Done(r)
+                    CellEnd::Done(failed(f))
                 }
             }
         }
@@ -182,11 +181,12 @@ impl Engine {
                         }
                     }
                     _ = &mut cell_deadline => {
-                        return Err(CellEnd::Stalled(failed(Failure::new(
+                        let f = Failure::new(
                             FailureKind::RequestTimeout,
                             FailureSource::Client,
                             format!("the cell did not finish within cell_timeout_s = {cell_timeout_s}"),
-                        ))));
+                        );
+                        return Err(CellEnd::Stalled(failed(stall_evidence(f, &live.server))));
                     }
                     req = self.commands.recv() => {
                         let Some(req) = req else { continue };
@@ -390,4 +390,21 @@ fn config_tokenizer(plan: &Plan, config: &str) -> Option<PathBuf> {
     plan.config(config)
         .and_then(|c| c.tokenizer.as_ref())
         .map(PathBuf::from)
+}
+
+/// Lines of the server's log kept as a stall's evidence.
+const STALL_EVIDENCE_LINES: usize = 20;
+
+/// A stalled cell's evidence: what the server said last (the message already
+/// says how many requests were in flight and for how long).
+fn stall_evidence(failure: Failure, server: &Server) -> Failure {
+    let mut evidence = vec![format!(
+        "last {STALL_EVIDENCE_LINES} lines of the server log before the stall:"
+    )];
+    let tail = server.tail(STALL_EVIDENCE_LINES);
+    if tail.is_empty() {
+        evidence.push("(the server printed nothing)".into());
+    }
+    evidence.extend(tail);
+    failure.with_evidence(evidence)
 }

@@ -114,7 +114,8 @@ impl Engine {
         opts: Options,
     ) -> Result<Engine, EngineError> {
         let patterns = LogPatterns::with_extra(&plan.patterns).map_err(EngineError::Pattern)?;
-        let results = store::read_results(&run.path)?;
+        let mut results = store::read_results(&run.path)?;
+        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
         let done = results.records.iter().map(|r| r.cell.clone()).collect();
         let statuses = results
             .records
@@ -137,7 +138,8 @@ impl Engine {
             gpu: None,
             http: crate::load::http_client(),
         };
-        for p in results.problems {
+        let repairs = std::mem::take(&mut engine.run.repairs);
+        for p in repairs.into_iter().chain(results.problems) {
             engine.notice(Level::Warn, p);
         }
         Ok(engine)

@@ -29,11 +29,7 @@ impl Engine {
             run_dir: self.run.path.display().to_string(),
             configs: plan.configs.len(),
             cells: plan.cells.len(),
-            already_done: self
-                .done
-                .iter()
-                .filter(|c| plan.cells.iter().any(|p| &p.id == *c))
-                .count(),
+            already_done: self.done.len(),
         });
         let source = std::mem::replace(&mut self.opts.gpu, crate::gpu::GpuSource::Disabled);
         let mut gpu_log = store::GpuLog::open(&self.run.path);

@@ -54,6 +54,9 @@ pub struct CellRun {
     pub wall_ns: u64,
     /// Requests were in flight and no byte arrived for this long.
     pub stalled_for: Option<Duration>,
+    /// How many requests were in flight when the cell ended (a stall's
+    /// evidence).
+    pub in_flight: u64,
 }
 
 /// Run a cell: warm-up requests (closed loop, not measured), then the measured
@@ -160,9 +163,10 @@ async fn drive(
             _ = tick.tick() => {
                 let now = progress.now_ns();
                 let idle = now.saturating_sub(progress.last_ns.load(Ordering::Relaxed));
-                if progress.in_flight.load(Ordering::Relaxed) > 0 && idle >= load.stall_timeout.as_nanos() as u64 {
+                let in_flight = progress.in_flight.load(Ordering::Relaxed);
+                if in_flight > 0 && idle >= load.stall_timeout.as_nanos() as u64 {
                     set.abort_all();
-                    return CellRun { stats, wall_ns: now, stalled_for: Some(Duration::from_nanos(idle)) };
+                    return CellRun { stats, wall_ns: now, stalled_for: Some(Duration::from_nanos(idle)), in_flight };
                 }
             }
         }
@@ -171,6 +175,7 @@ async fn drive(
         wall_ns: progress.now_ns(),
         stats,
         stalled_for: None,
+        in_flight: 0,
     }
 }
 

@@ -25,6 +25,14 @@ impl Timestamp {
         Timestamp(ms)
     }
 
+    /// A file's time, say; a time before the epoch is the epoch.
+    pub fn from_system_time(t: std::time::SystemTime) -> Timestamp {
+        let ms = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        Timestamp(ms)
+    }
+
     pub fn unix_ms(self) -> i64 {
         self.0
     }

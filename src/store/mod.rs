@@ -19,6 +19,12 @@ pub const META: &str = "run.json";
 pub const SERVER_PID: &str = "server.pid";
 pub const LOGS: &str = "logs";
 pub const REQUESTS: &str = "requests";
+/// Held (`flock`) by the one sweep writing to the directory, for its whole
+/// life; the kernel lets go of it when that process dies, however it dies.
+pub const LOCK: &str = "run.lock";
+/// What `--detach` writes into a new run directory before the sweep starts.
+pub const DETACH_LOG: &str = "sweeptop.log";
+const META_TMP: &str = ".run.json.tmp";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -35,23 +41,50 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
-/// An open run directory that results are appended to.
+/// An open run directory that results are appended to. It holds the
+/// directory's lock until dropped: one sweep per directory.
 pub struct RunDir {
     pub path: PathBuf,
     results: File,
     events: BufWriter<File>,
+    _lock: File,
+    /// `run.json` as the resumed run left it: a resume that records nothing
+    /// leaves a finished run's end as it was.
+    before: Option<RunMeta>,
+    appended: bool,
+    /// What was repaired on opening (a rebuilt `run.json`), to be told.
+    pub repairs: Vec<String>,
 }
 
 impl RunDir {
-    /// Create a new run directory for a plan; refuses a directory that already
-    /// holds results (that is what `--resume` is for).
+    /// Create a new run directory for a plan. The directory may exist if it
+    /// is empty (or holds only what `--detach` wrote); a directory that holds
+    /// a run is refused (that is what `--resume` is for), and so is one that
+    /// holds anything else. Only a directory made here is made private (0700):
+    /// the permissions of one the user made stay as they are.
     pub fn create(path: &Path, plan_name: &str, plan_source: &str) -> Result<RunDir, StoreError> {
-        if path.join(RESULTS).exists() {
-            return Err(StoreError::Invalid(format!(
+        let resume_hint = || {
+            StoreError::Invalid(format!(
                 "{} already holds a run; continue it with `sweeptop run --resume {}`",
                 path.display(),
                 path.display()
+            ))
+        };
+        if path.join(RESULTS).exists() || path.join(PLAN).exists() {
+            return Err(resume_hint());
+        }
+        if let Some(other) = foreign_entry(path)? {
+            return Err(StoreError::Invalid(format!(
+                "{} is not empty ({other} is there) and holds no sweeptop run; \
+                 name a new directory with --out (it is created for you)",
+                path.display()
             )));
+        }
+        make_run_dir(path)?;
+        let lock = lock(path)?;
+        // Another sweep may have won the race for this directory.
+        if path.join(PLAN).exists() {
+            return Err(resume_hint());
         }
         fs::create_dir_all(path.join(LOGS)).map_err(io_err(path))?;
         let plan_path = path.join(PLAN);
@@ -65,7 +98,7 @@ impl RunDir {
             finished_at: None,
         };
         write_meta(path, &meta)?;
-        let run = RunDir::open_files(path)?;
+        let run = RunDir::open_files(path, lock, None)?;
         // Make the new files' directory entries durable too.
         if let Ok(d) = File::open(path) {
             let _ = d.sync_all();
@@ -73,8 +106,10 @@ impl RunDir {
         Ok(run)
     }
 
-    /// Reopen a run directory to continue it. A torn last line of `results.jsonl`
-    /// (a crash mid-write) is cut off so that cell runs again.
+    /// Reopen a run directory to continue it, once no other sweep holds it.
+    /// A torn last line of `results.jsonl` (a crash mid-write) is cut off so
+    /// that cell runs again; a missing or unreadable `run.json` (a crash before
+    /// its first write, a bad edit) is rebuilt from what the directory holds.
     pub fn reopen(path: &Path) -> Result<RunDir, StoreError> {
         if !path.join(PLAN).exists() {
             return Err(StoreError::Invalid(format!(
@@ -82,18 +117,31 @@ impl RunDir {
                 path.display()
             )));
         }
+        let lock = lock(path)?;
         repair_tail(&path.join(RESULTS))?;
-        if let Ok(mut meta) = read_meta(path) {
-            meta.state = RunState::Running;
-            meta.pid = std::process::id();
-            meta.finished_at = None;
-            write_meta(path, &meta)?;
-        }
+        let _ = fs::remove_file(path.join(META_TMP));
+        let mut repairs = Vec::new();
+        let before = match read_meta(path) {
+            Ok(meta) => meta,
+            Err(e) => {
+                repairs.push(format!("{e}; rebuilt from the run directory"));
+                rebuild_meta(path)
+            }
+        };
+        let meta = RunMeta {
+            state: RunState::Running,
+            pid: std::process::id(),
+            finished_at: None,
+            ..before.clone()
+        };
+        write_meta(path, &meta)?;
         fs::create_dir_all(path.join(LOGS)).map_err(io_err(path))?;
-        RunDir::open_files(path)
+        let mut run = RunDir::open_files(path, lock, Some(before))?;
+        run.repairs = repairs;
+        Ok(run)
     }
 
-    fn open_files(path: &Path) -> Result<RunDir, StoreError> {
+    fn open_files(path: &Path, lock: File, before: Option<RunMeta>) -> Result<RunDir, StoreError> {
         let rp = path.join(RESULTS);
         let results = OpenOptions::new()
             .create(true)
@@ -110,6 +158,10 @@ impl RunDir {
             path: path.to_path_buf(),
             results,
             events: BufWriter::new(events),
+            _lock: lock,
+            before,
+            appended: false,
+            repairs: Vec::new(),
         })
     }
 
@@ -121,6 +173,7 @@ impl RunDir {
         let p = self.path.join(RESULTS);
         self.results.write_all(&line).map_err(io_err(&p))?;
         self.results.sync_data().map_err(io_err(&p))?;
+        self.appended = true;
         Ok(())
     }
 
@@ -160,8 +213,17 @@ impl RunDir {
         }
     }
 
+    /// Record where the run stands. A resume of a finished run that recorded
+    /// nothing leaves `run.json` as it was (its end time included).
     pub fn set_state(&self, state: RunState) -> Result<(), StoreError> {
-        let mut meta = read_meta(&self.path)?;
+        if let Some(before) = self
+            .before
+            .as_ref()
+            .filter(|b| !self.appended && b.state == RunState::Finished)
+        {
+            return write_meta(&self.path, before);
+        }
+        let mut meta = read_meta(&self.path).unwrap_or_else(|_| rebuild_meta(&self.path));
         meta.state = state;
         if state != RunState::Running {
             meta.finished_at = Some(Timestamp::now());
@@ -231,6 +293,108 @@ pub fn recorded_server(dir: &Path) -> Option<(u32, u64)> {
     Some((pgid, start))
 }
 
+/// The first entry of `dir` that a new run may not share its directory with
+/// (anything but what `--detach` wrote); `None` when there is none or `dir`
+/// does not exist yet.
+fn foreign_entry(dir: &Path) -> Result<Option<String>, StoreError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(dir)(e)),
+    };
+    for e in entries {
+        let name = e.map_err(io_err(dir))?.file_name();
+        let name = name.to_string_lossy();
+        if name != DETACH_LOG && name != LOCK {
+            return Ok(Some(name.into_owned()));
+        }
+    }
+    Ok(None)
+}
+
+/// Make a run directory: its parents as usual, the directory itself private
+/// to its owner (0700) when it is made here. One that exists is left as it is.
+pub fn make_run_dir(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    match fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
+/// Take the run directory's lock, or say who holds it.
+fn lock(dir: &Path) -> Result<File, StoreError> {
+    let p = dir.join(LOCK);
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .map_err(io_err(&p))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(fs::TryLockError::WouldBlock) => Err(StoreError::Invalid(format!(
+            "a sweep is already running in {}: attach with `sweeptop attach {}`",
+            dir.display(),
+            dir.display()
+        ))),
+        Err(fs::TryLockError::Error(e)) => Err(io_err(&p)(e)),
+    }
+}
+
+/// Whether a live sweep holds the directory's lock.
+pub fn is_locked(dir: &Path) -> bool {
+    let Ok(f) = File::open(dir.join(LOCK)) else {
+        return false;
+    };
+    matches!(f.try_lock_shared(), Err(fs::TryLockError::WouldBlock))
+}
+
+/// `run.json`, or, when it is missing or unreadable, what the directory says
+/// of it (see [`rebuild_meta`]); `None` only for a directory that holds no run.
+pub fn run_meta(dir: &Path) -> Option<RunMeta> {
+    read_meta(dir)
+        .ok()
+        .or_else(|| is_run_dir(dir).then(|| rebuild_meta(dir)))
+}
+
+/// `run.json` as the directory tells it: the plan's name from `plan.toml`,
+/// the start from the first event or result (else the plan's file time), and
+/// `interrupted`, since no process said it finished.
+pub fn rebuild_meta(dir: &Path) -> RunMeta {
+    let plan = fs::read_to_string(dir.join(PLAN))
+        .ok()
+        .and_then(|s| s.parse::<toml::Table>().ok())
+        .and_then(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_string))
+        .or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let first_event = read_lines::<Event>(&dir.join(EVENTS)).find_map(|e| e.at());
+    let first_result = read_lines::<CellRecord>(&dir.join(RESULTS))
+        .map(|r| r.started_at)
+        .min();
+    let plan_time = fs::metadata(dir.join(PLAN))
+        .and_then(|m| m.modified())
+        .ok()
+        .map(Timestamp::from_system_time);
+    let started_at = [first_event, first_result, plan_time]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or_else(Timestamp::now);
+    RunMeta {
+        plan,
+        started_at,
+        sweeptop_version: env!("CARGO_PKG_VERSION").to_string(),
+        state: RunState::Interrupted,
+        pid: 0,
+        finished_at: None,
+    }
+}
+
 pub fn read_meta(dir: &Path) -> Result<RunMeta, StoreError> {
     let p = dir.join(META);
     let text = fs::read_to_string(&p).map_err(io_err(&p))?;
@@ -241,7 +405,7 @@ fn write_meta(dir: &Path, meta: &RunMeta) -> Result<(), StoreError> {
     let text = serde_json::to_string_pretty(meta)
         .map_err(|e| StoreError::Invalid(format!("cannot encode run.json: {e}")))?;
     // Write-then-rename so a crash never leaves a half-written run.json.
-    let tmp = dir.join(".run.json.tmp");
+    let tmp = dir.join(META_TMP);
     write_synced(&tmp, text.as_bytes())?;
     let p = dir.join(META);
     fs::rename(&tmp, &p).map_err(io_err(&p))
@@ -297,6 +461,21 @@ impl Results {
     pub fn get(&self, cell: &str) -> Option<&CellRecord> {
         self.records.iter().find(|r| r.cell == cell)
     }
+
+    /// Keep only the records of `cells` (the plan's): a record of a cell the
+    /// plan does not have (a hand edit, another plan's line) is not this run's
+    /// result. What was dropped is told in `problems`.
+    pub fn only_cells<'a>(&mut self, cells: impl IntoIterator<Item = &'a str>) {
+        let cells: std::collections::HashSet<&str> = cells.into_iter().collect();
+        let before = self.records.len();
+        self.records.retain(|r| cells.contains(r.cell.as_str()));
+        let dropped = before - self.records.len();
+        if dropped > 0 {
+            self.problems.push(format!(
+                "{dropped} record(s) in {RESULTS} are for cells the plan does not have; they are ignored"
+            ));
+        }
+    }
 }
 
 pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
@@ -316,6 +495,13 @@ pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
             continue;
         }
         match serde_json::from_slice::<CellRecord>(&line) {
+            // An `ok` without tokens (a hand edit, an older bug) is no result.
+            Ok(r) if !r.holds_invariant() => out.problems.push(format!(
+                "{}:{}: cell {} is recorded as ok without tokens; the record is ignored and the cell will run again",
+                p.display(),
+                i + 1,
+                r.cell
+            )),
             Ok(r) => match index.get(&r.cell) {
                 Some(&at) => out.records[at] = r,
                 None => {
@@ -443,7 +629,7 @@ mod tests {
         let kept = fs::read(dir.join(RESULTS)).unwrap();
         fs::rename(dir.join(RESULTS), dir.join("kept.jsonl")).unwrap();
         std::os::unix::fs::symlink("/dev/full", dir.join(RESULTS)).unwrap();
-        let mut run = RunDir::open_files(&dir).unwrap();
+        let mut run = RunDir::open_files(&dir, lock(&dir).unwrap(), None).unwrap();
         let err = run
             .append_result(&record("b", Status::Skipped))
             .unwrap_err()
@@ -465,6 +651,150 @@ mod tests {
         let r = read_results(&dir).unwrap();
         assert_eq!(r.records.len(), 1);
         assert_eq!(r.records[0].status, Status::Failed);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn fresh(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("sweeptop-store-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn mode(p: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_missing_or_corrupt_run_json_is_rebuilt_on_resume() {
+        for damage in ["missing", "corrupt", "empty"] {
+            let dir = fresh(&format!("meta-{damage}"));
+            let mut run = RunDir::create(&dir, "demo", "name = \"demo\"\n").unwrap();
+            let mut r = record("a", Status::Skipped);
+            r.started_at = Timestamp::from_unix_ms(1_000_000);
+            run.append_result(&r).unwrap();
+            drop(run);
+            // As a kill -9 before the first rename left it.
+            fs::write(dir.join(META_TMP), "{\"plan\":").unwrap();
+            match damage {
+                "missing" => fs::remove_file(dir.join(META)).unwrap(),
+                "corrupt" => fs::write(dir.join(META), "{\"plan\": 12").unwrap(),
+                _ => fs::write(dir.join(META), "").unwrap(),
+            }
+            // Listed as a run still, with what the directory tells.
+            let seen = run_meta(&dir).expect("a run");
+            assert_eq!(seen.plan, "demo");
+            assert_eq!(seen.state, RunState::Interrupted);
+            let run = RunDir::reopen(&dir).unwrap();
+            assert_eq!(run.repairs.len(), 1, "{damage}: {:?}", run.repairs);
+            assert!(run.repairs[0].contains("rebuilt"), "{:?}", run.repairs);
+            assert!(!dir.join(META_TMP).exists());
+            let meta = read_meta(&dir).unwrap();
+            assert_eq!(meta.plan, "demo");
+            assert_eq!(meta.state, RunState::Running);
+            assert!(meta.started_at <= Timestamp::from_unix_ms(1_000_000));
+            run.set_state(RunState::Finished).unwrap();
+            assert_eq!(read_meta(&dir).unwrap().state, RunState::Finished);
+            let _ = fs::remove_dir_all(&dir);
+        }
+    }
+
+    #[test]
+    fn a_new_run_refuses_a_foreign_directory_and_keeps_the_users_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        // Something else's directory: refused, untouched.
+        let dir = fresh("foreign");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("notes.txt"), "mine").unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777)).unwrap();
+        let err = RunDir::create(&dir, "demo", "").err().unwrap().to_string();
+        assert!(
+            err.contains("not empty") && err.contains("notes.txt"),
+            "{err}"
+        );
+        assert_eq!(mode(&dir), 0o1777);
+        assert!(!dir.join(PLAN).exists());
+        // An empty one the user made: used, its permissions kept (a shared
+        // temporary directory keeps its sticky bit and world access).
+        fs::remove_file(dir.join("notes.txt")).unwrap();
+        let run = RunDir::create(&dir, "demo", "").unwrap();
+        assert_eq!(mode(&dir), 0o1777);
+        drop(run);
+        let _ = fs::remove_dir_all(&dir);
+        // One made here is its owner's alone.
+        let dir = fresh("made");
+        let run = RunDir::create(&dir.join("run"), "demo", "").unwrap();
+        assert_eq!(mode(&dir.join("run")), 0o700);
+        drop(run);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn one_sweep_per_directory_and_the_loser_writes_nothing() {
+        let dir = fresh("lock");
+        let run = RunDir::create(&dir, "demo", "").unwrap();
+        assert!(is_locked(&dir));
+        let meta_before = fs::read(dir.join(META)).unwrap();
+        // No control socket is needed for the guard: the lock is held.
+        let err = RunDir::reopen(&dir).err().unwrap().to_string();
+        assert!(err.contains("already running"), "{err}");
+        let err = RunDir::create(&dir, "demo", "").err().unwrap().to_string();
+        assert!(err.contains("already holds a run"), "{err}");
+        assert_eq!(fs::read(dir.join(META)).unwrap(), meta_before);
+        // The owner gone (however it died), the directory can be resumed.
+        drop(run);
+        assert!(!is_locked(&dir));
+        let again = RunDir::reopen(&dir).unwrap();
+        assert!(is_locked(&dir));
+        drop(again);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn resuming_a_finished_run_that_records_nothing_keeps_its_end() {
+        let dir = fresh("finished");
+        let mut run = RunDir::create(&dir, "demo", "").unwrap();
+        run.append_result(&record("a", Status::Skipped)).unwrap();
+        run.set_state(RunState::Finished).unwrap();
+        drop(run);
+        let before = read_meta(&dir).unwrap();
+        let run = RunDir::reopen(&dir).unwrap();
+        assert_eq!(read_meta(&dir).unwrap().state, RunState::Running);
+        run.set_state(RunState::Finished).unwrap();
+        assert_eq!(read_meta(&dir).unwrap(), before);
+        drop(run);
+        // A resume that records a cell has a new end.
+        let mut run = RunDir::reopen(&dir).unwrap();
+        run.append_result(&record("b", Status::Skipped)).unwrap();
+        run.set_state(RunState::Finished).unwrap();
+        assert_ne!(read_meta(&dir).unwrap().finished_at, before.finished_at);
+        drop(run);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_ok_without_tokens_and_foreign_cells_are_not_results() {
+        let dir = fresh("invalid");
+        let mut run = RunDir::create(&dir, "demo", "").unwrap();
+        run.append_result(&record("a", Status::Skipped)).unwrap();
+        // A hand edit: "ok" with no metrics.
+        run.append_result(&record("b", Status::Ok)).unwrap();
+        run.append_result(&record("elsewhere", Status::Skipped))
+            .unwrap();
+        let mut r = read_results(&dir).unwrap();
+        let cells: Vec<_> = r.records.iter().map(|r| r.cell.as_str()).collect();
+        assert_eq!(cells, ["a", "elsewhere"]);
+        assert!(
+            r.problems[0].contains("ok without tokens"),
+            "{:?}",
+            r.problems
+        );
+        r.only_cells(["a", "b"]);
+        let cells: Vec<_> = r.records.iter().map(|r| r.cell.as_str()).collect();
+        assert_eq!(cells, ["a"]);
+        assert!(r.problems[1].contains("1 record(s)"), "{:?}", r.problems);
+        drop(run);
         let _ = fs::remove_dir_all(&dir);
     }
 }

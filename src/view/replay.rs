@@ -32,7 +32,11 @@ pub fn load_run(dir: &Path) -> Result<ViewState, store::StoreError> {
     for snapshot in store::read_gpu(dir, GPU_HISTORY) {
         view.apply(&Event::Gpu { snapshot });
     }
-    for r in store::read_results(dir)?.records {
+    let mut results = store::read_results(dir)?;
+    if let Some(plan) = &view.plan {
+        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
+    }
+    for r in results.records {
         view.record(r);
     }
     Ok(view)
