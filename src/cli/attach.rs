@@ -47,6 +47,14 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         .map(str::parse::<Command>)
         .transpose()
         .map_err(user)?;
+    if let Some(cmd) = &send {
+        // A target is checked against the run's plan before anything is sent.
+        if let Ok(plan) = Plan::load(&dir.join(store::PLAN)) {
+            if let Some(problem) = crate::engine::target_problem(&plan, cmd) {
+                return Err(user(problem));
+            }
+        }
+    }
     if send.is_some() || args.headless || !std::io::stdout().is_terminal() {
         lines(&dir, send)
     } else {

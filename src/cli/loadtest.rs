@@ -19,23 +19,28 @@ pub struct LoadtestArgs {
     /// The `model` field (default: the first model the server lists).
     #[arg(long)]
     pub model: Option<String>,
-    /// Requests in flight (closed loop), or the cap with --rate.
-    #[arg(long, default_value_t = 1)]
+    /// Requests in flight (closed loop), or the cap with --rate; 1 to 65536.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub concurrency: u32,
-    /// Open loop: Poisson arrivals at this many requests/s.
-    #[arg(long, value_parser = positive)]
+    /// Open loop: Poisson arrivals at this many requests/s (above 0, at most
+    /// 1000000).
+    #[arg(long, value_parser = rate)]
     pub rate: Option<f64>,
-    #[arg(long, default_value_t = 16)]
+    /// Measured requests, 1 to 10000000.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub requests: u32,
     /// Stop after this many seconds even if requests remain.
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     pub duration: Option<f64>,
-    #[arg(long, default_value_t = 128)]
+    /// Tokens asked of each request, 1 to 1048576.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub max_tokens: u32,
-    /// Prompt length in tokens (measured with the server's /tokenize).
-    #[arg(long, default_value_t = 256)]
+    /// Prompt length in tokens (measured with the server's /tokenize), 1 to
+    /// 10000000.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub prompt_tokens: u64,
-    #[arg(long, default_value_t = 0)]
+    /// Requests sent first and not measured, 0 to 1000000.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub warmup: u32,
     /// A tokenizer.json to measure the prompt with if the server has no /tokenize.
     #[arg(long, value_name = "PATH")]
@@ -49,6 +54,7 @@ pub struct LoadtestArgs {
     /// PATH.gz when over 1 MiB), as a sweep does under `requests/`.
     #[arg(long, value_name = "PATH")]
     pub records: Option<PathBuf>,
+    /// Seconds one request may take (above 0).
     #[arg(long, default_value_t = 600.0, value_parser = seconds)]
     pub request_timeout: f64,
 }
@@ -59,6 +65,14 @@ fn positive(s: &str) -> std::result::Result<f64, String> {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
         _ => Err(format!("`{s}` is not a number above 0")),
     }
+}
+
+/// Requests per second: above 0 and at most a million.
+fn rate(s: &str) -> std::result::Result<f64, String> {
+    positive(s)
+        .ok()
+        .filter(|x| *x <= 1e6)
+        .ok_or_else(|| format!("`{s}` is not a rate above 0 and at most 1000000 requests/s"))
 }
 
 /// Seconds: above 0 and at most the longest time a plan may name.

@@ -200,11 +200,12 @@ pub struct GpuArgs {
     /// Load NVML from this file instead of the system's libnvidia-ml.so.1.
     #[arg(long, value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
-    /// GPU sampling interval in milliseconds (at least 250).
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    /// GPU sampling interval in milliseconds, 250 to 60000.
+    #[arg(long, value_name = "MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(250..=60_000))]
     pub gpu_interval_ms: u64,
-    /// Simulated GPUs instead of NVML (the demo's default: 8).
-    #[arg(long, value_name = "N")]
+    /// Simulated GPUs instead of NVML, 1 to 64 (the demo's default: 8).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub sim_gpus: Option<u32>,
 }
 

@@ -236,25 +236,42 @@ fn open_run(source: &Source, out: Option<&Path>) -> Result<(Plan, RunDir)> {
     Ok((plan, run.map_err(super::store_error)?))
 }
 
-/// SIGINT and SIGTERM stop the sweep (the server group is stopped, what is
-/// recorded stays), and close a dashboard left showing a finished sweep;
-/// SIGHUP (the SSH link dropped) is ignored so the sweep goes on.
+/// Every signal that would end the process and can be caught (SIGINT, SIGTERM,
+/// SIGQUIT, SIGUSR1, SIGALRM, the real-time ones…) stops the sweep the way `q`
+/// does: the server group is stopped and what is recorded stays; it also closes
+/// a dashboard left showing a finished sweep. SIGHUP (the SSH link dropped) is
+/// ignored, so the sweep goes on. SIGPIPE is already ignored (a closed pipe is
+/// a write error).
 fn spawn_signal_handlers(tx: mpsc::Sender<Request>, dashboard: Option<crate::tui::Closer>) {
     use tokio::signal::unix::{signal, SignalKind};
-    tokio::spawn(async move {
-        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) else {
+    let (caught, mut signals) = mpsc::channel::<String>(8);
+    let watch = |name: String, number: i32| {
+        let Ok(mut stream) = signal(SignalKind::from_raw(number)) else {
             return;
         };
-        loop {
-            let name = tokio::select! {
-                _ = int.recv() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-                _ = hup.recv() => { continue; }
-            };
+        let caught = caught.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                if caught.send(name.clone()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    };
+    for (name, number) in TERMINATING_SIGNALS {
+        watch((*name).to_string(), *number);
+    }
+    for number in nix::libc::SIGRTMIN()..=nix::libc::SIGRTMAX() {
+        watch(
+            format!("SIGRTMIN+{}", number - nix::libc::SIGRTMIN()),
+            number,
+        );
+    }
+    if let Ok(mut hup) = signal(SignalKind::hangup()) {
+        tokio::spawn(async move { while hup.recv().await.is_some() {} });
+    }
+    tokio::spawn(async move {
+        while let Some(name) = signals.recv().await {
             if let Some(d) = &dashboard {
                 d.close();
             }
@@ -268,6 +285,28 @@ fn spawn_signal_handlers(tx: mpsc::Sender<Request>, dashboard: Option<crate::tui
         }
     });
 }
+
+/// The signals whose default action ends the process and that a handler may
+/// catch (the faults a program raises on itself, SIGSEGV and the like, are
+/// not among them; SIGHUP and SIGPIPE have their own treatment).
+const TERMINATING_SIGNALS: &[(&str, i32)] = {
+    use nix::libc;
+    &[
+        ("SIGINT", libc::SIGINT),
+        ("SIGTERM", libc::SIGTERM),
+        ("SIGQUIT", libc::SIGQUIT),
+        ("SIGUSR1", libc::SIGUSR1),
+        ("SIGUSR2", libc::SIGUSR2),
+        ("SIGALRM", libc::SIGALRM),
+        ("SIGVTALRM", libc::SIGVTALRM),
+        ("SIGPROF", libc::SIGPROF),
+        ("SIGXCPU", libc::SIGXCPU),
+        ("SIGXFSZ", libc::SIGXFSZ),
+        ("SIGIO", libc::SIGIO),
+        ("SIGPWR", libc::SIGPWR),
+        ("SIGSTKFLT", libc::SIGSTKFLT),
+    ]
+};
 
 /// `--detach`: start the same sweep in the background in its own session, its
 /// output in the run directory, and print how to attach.

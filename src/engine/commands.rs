@@ -4,7 +4,46 @@
 //! is called as commands arrive.
 
 use super::{Engine, Request};
-use crate::model::{Command, Event, Timestamp};
+use crate::model::{Command, Event, Level, Timestamp};
+use crate::plan::Plan;
+
+/// Why `cmd` names nothing this plan has (a retry of a cell or config, an
+/// exclusion of a config), or `None` when it is fine. Said to whoever sent it:
+/// `attach --send` before sending, the engine to any other client.
+pub fn target_problem(plan: &Plan, cmd: &Command) -> Option<String> {
+    let (target, cells_too) = match cmd {
+        Command::Retry { target } => (target, true),
+        Command::Exclude { config } => (config, false),
+        _ => return None,
+    };
+    let is_config = plan.config(target).is_some();
+    let is_cell = cells_too && plan.cells.iter().any(|c| &c.id == target);
+    if is_config || is_cell {
+        return None;
+    }
+    let shown: String = target.chars().take(80).collect();
+    let cut = if shown.len() < target.len() {
+        "…"
+    } else {
+        ""
+    };
+    let configs: Vec<&str> = plan.configs.iter().take(8).map(|c| c.id.as_str()).collect();
+    let more = if plan.configs.len() > configs.len() {
+        ", …"
+    } else {
+        ""
+    };
+    Some(format!(
+        "{} `{shown}{cut}`: the plan has no such {}; its configs are {}{more}",
+        cmd.name(),
+        if cells_too {
+            "cell or config"
+        } else {
+            "config"
+        },
+        configs.join(", "),
+    ))
+}
 
 /// What the user asked for while no cell was running.
 pub(super) enum Between {
@@ -17,6 +56,13 @@ pub(super) enum Between {
 impl Engine {
     /// Record and apply a command. Returns true for quit.
     pub(super) fn apply(&mut self, req: &Request) -> bool {
+        if let Some(problem) = target_problem(&self.plan, &req.command) {
+            self.notice(
+                Level::Warn,
+                format!("ignored from {}: {problem}", req.source),
+            );
+            return false;
+        }
         self.emit(Event::Action {
             at: Timestamp::now(),
             action: req.command.name().to_string(),

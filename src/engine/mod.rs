@@ -14,6 +14,7 @@
 
 mod cell;
 mod commands;
+pub use commands::target_problem;
 mod launch;
 mod outcome;
 mod preflight;

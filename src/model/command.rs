@@ -74,7 +74,11 @@ impl FromStr for Command {
                 (_, Some(c)) if !c.is_empty() => Command::Exclude {
                     config: c.to_string(),
                 },
-                _ => return Err(format!("unknown command `{other}`: {COMMAND_FORMS}")),
+                _ => {
+                    let shown: String = other.chars().take(80).collect();
+                    let cut = if shown.len() < other.len() { "…" } else { "" };
+                    return Err(format!("unknown command `{shown}{cut}`: {COMMAND_FORMS}"));
+                }
             },
         })
     }
