@@ -68,6 +68,16 @@ fn user_mistakes_are_one_line_and_exit_2() {
             "plan.toml",
         ),
         (
+            vec!["run".into(), "--resume".into(), {
+                // A run whose frozen plan was damaged.
+                let run = dir.join("damaged");
+                std::fs::create_dir_all(&run).unwrap();
+                std::fs::write(run.join("plan.toml"), "name = \n").unwrap();
+                run.display().to_string()
+            }],
+            "plan.toml:1:",
+        ),
+        (
             vec![
                 "classify".into(),
                 dir.join("missing.log").display().to_string(),
@@ -155,6 +165,20 @@ fn a_closed_pipe_ends_quietly() {
     assert_eq!(&first[..1], b"[");
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    // `check --json | true`: the reader is gone before a byte is written.
+    let plan = dir.join("check.toml");
+    std::fs::write(&plan, "name = \"p\"\n[server]\ncommand = \"x {port}\"\nport = \"auto\"\n[[workloads]]\nid = \"w\"\ncontexts = [64]\nconcurrency = [1]\n[[phases]]\nid = \"p\"\n").unwrap();
+    let mut child = sweeptop("cli-pipe")
+        .args(["check", "--json"])
+        .arg(&plan)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert_eq!(out.status.code(), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
