@@ -51,11 +51,14 @@ impl Engine {
             .unwrap_or_else(|_| s.to_string())
         };
         let argv: Vec<String> = config.argv.iter().map(|a| fill(a)).collect();
-        let env: Vec<(String, String)> = config
+        let mut env: Vec<(String, String)> = config
             .env
             .iter()
             .map(|(k, v)| (k.clone(), fill(v)))
             .collect();
+        // The server's whole tree carries the run's tag, so a resume finds it
+        // even if this process is killed before `server.pid` is written.
+        env.push((super::process::RUN_TAG.into(), self.run_tag.clone()));
         let command = crate::plan::template::join_words(&argv);
         self.emit(Event::ConfigStarting {
             at: Timestamp::now(),
@@ -95,6 +98,7 @@ impl Engine {
         if let Some(g) = &self.gpu {
             g.set_server(server.pgid, &self.active_gpus(config));
         }
+        crate::store::crash_point("server.unrecorded");
         let start = super::process::start_time(server.pgid).unwrap_or(0);
         if let Err(e) = self.run.record_server(server.pgid, start) {
             self.notice(

@@ -104,6 +104,8 @@ pub struct Engine {
     gpu: Option<crate::gpu::Telemetry>,
     /// For the server's side endpoints (health, models, tokenize, metrics).
     http: reqwest::Client,
+    /// What this run's servers carry as [`process::RUN_TAG`].
+    run_tag: String,
 }
 
 impl Engine {
@@ -123,6 +125,10 @@ impl Engine {
             .iter()
             .map(|r| (r.cell.clone(), r.status))
             .collect();
+        let run_tag = std::fs::canonicalize(&run.path)
+            .unwrap_or_else(|_| run.path.clone())
+            .display()
+            .to_string();
         let mut engine = Engine {
             plan,
             run,
@@ -138,6 +144,7 @@ impl Engine {
             statuses,
             gpu: None,
             http: crate::load::http_client(),
+            run_tag,
         };
         let repairs = std::mem::take(&mut engine.run.repairs);
         for p in repairs.into_iter().chain(results.problems) {

@@ -44,16 +44,57 @@ pub async fn stop_leftover(pgid: u32, recorded_start: u64) -> Option<String> {
         // Leader gone but members left in its group: still ours.
         _ => {}
     }
+    Some(stop_group(pgid).await)
+}
+
+/// The environment variable every server of a run carries (its whole
+/// process tree inherits it), valued with the run directory's full path.
+pub const RUN_TAG: &str = "SWEEPTOP_RUN";
+
+/// The process groups of live processes that carry `tag` as [`RUN_TAG`]:
+/// servers of this run that a killed sweep left, whether or not it had time
+/// to record them. Our own group is never among them.
+pub fn tagged_groups(tag: &str) -> Vec<u32> {
+    let own = nix::unistd::getpgrp().as_raw();
+    let mut groups = Vec::new();
+    let Ok(all) = procfs::process::all_processes() else {
+        return groups;
+    };
+    for p in all.flatten() {
+        let Ok(env) = p.environ() else { continue };
+        if env
+            .get(std::ffi::OsStr::new(RUN_TAG))
+            .and_then(|v| v.to_str())
+            != Some(tag)
+        {
+            continue;
+        }
+        let Ok(stat) = p.stat() else { continue };
+        let alive = stat.state != 'Z';
+        if alive && stat.pgrp > 1 && stat.pgrp != own {
+            if let Ok(g) = u32::try_from(stat.pgrp) {
+                if !groups.contains(&g) {
+                    groups.push(g);
+                }
+            }
+        }
+    }
+    groups
+}
+
+/// Stop a process group: SIGTERM, then SIGKILL. Returns the signal that
+/// ended it.
+pub async fn stop_group(pgid: u32) -> String {
     for (sig, wait) in [
         (Signal::SIGTERM, Duration::from_secs(10)),
         (Signal::SIGKILL, Duration::from_secs(5)),
     ] {
         signal_group(pgid, Some(sig));
         if wait_group_gone(pgid, wait).await {
-            return Some(sig.as_str().to_string());
+            return sig.as_str().to_string();
         }
     }
-    Some("SIGKILL (still present)".into())
+    "SIGKILL (still present)".into()
 }
 
 /// Wait until no process of the group is left, up to `limit`.

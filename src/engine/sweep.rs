@@ -48,6 +48,15 @@ impl Engine {
             }
             self.run.clear_server();
         }
+        // Servers of this run that were never recorded (killed between their
+        // start and `server.pid`), found by their tag.
+        for pgid in process::tagged_groups(&self.run_tag) {
+            let how = process::stop_group(pgid).await;
+            self.notice(
+                Level::Warn,
+                format!("stopped server process group {pgid} left by an earlier run of this directory ({how})"),
+            );
+        }
         let total = plan.configs.len();
         for (i, config) in plan.configs.iter().enumerate() {
             let mut pending: Vec<Cell> = plan

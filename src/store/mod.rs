@@ -41,6 +41,46 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     }
 }
 
+/// Where the crash-consistency test kills the process (`SWEEPTOP_CRASH_AT=
+/// POINT[:N]`, the N-th time the point is reached, 1 by default): SIGKILL,
+/// as `kill -9` would, at the worst moments of writing the run directory.
+/// Without the variable this is one load of a cached `None`.
+pub fn crash_point(point: &str) {
+    if crash_due(point) {
+        die();
+    }
+}
+
+/// [`crash_point`] in the middle of a write: half of `bytes` reaches the
+/// file, then the process dies.
+fn crash_torn(point: &str, w: &mut impl Write, bytes: &[u8]) {
+    if crash_due(point) {
+        let _ = w.write_all(&bytes[..bytes.len() / 2]);
+        let _ = w.flush();
+        die();
+    }
+}
+
+fn crash_due(point: &str) -> bool {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static AT: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static HITS: AtomicU64 = AtomicU64::new(0);
+    let at = AT.get_or_init(|| {
+        let v = std::env::var("SWEEPTOP_CRASH_AT").ok()?;
+        let (name, n) = v.split_once(':').unwrap_or((&v, "1"));
+        Some((name.to_string(), n.parse().unwrap_or(1)))
+    });
+    at.as_ref()
+        .is_some_and(|(name, n)| name == point && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *n)
+}
+
+fn die() {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::SIGKILL);
+    // SIGKILL cannot be caught; this is never reached.
+    std::process::abort();
+}
+
 /// An open run directory that results are appended to. It holds the
 /// directory's lock until dropped: one sweep per directory.
 pub struct RunDir {
@@ -89,6 +129,7 @@ impl RunDir {
         fs::create_dir_all(path.join(LOGS)).map_err(io_err(path))?;
         let plan_path = path.join(PLAN);
         write_synced(&plan_path, plan_source.as_bytes())?;
+        crash_point("created.plan");
         let meta = RunMeta {
             plan: plan_name.to_string(),
             started_at: Timestamp::now(),
@@ -171,8 +212,11 @@ impl RunDir {
             .map_err(|e| StoreError::Invalid(format!("cannot encode result: {e}")))?;
         line.push(b'\n');
         let p = self.path.join(RESULTS);
+        crash_torn("results.torn", &mut self.results, &line);
         self.results.write_all(&line).map_err(io_err(&p))?;
+        crash_point("results.unsynced");
         self.results.sync_data().map_err(io_err(&p))?;
+        crash_point("results.synced");
         self.appended = true;
         Ok(())
     }
@@ -180,9 +224,11 @@ impl RunDir {
     /// Record an event (not log lines or GPU samples: those have their own files).
     pub fn append_event(&mut self, event: &Event) -> Result<(), StoreError> {
         let p = self.path.join(EVENTS);
-        serde_json::to_writer(&mut self.events, event)
+        let mut line = serde_json::to_vec(event)
             .map_err(|e| StoreError::Invalid(format!("cannot encode event: {e}")))?;
-        self.events.write_all(b"\n").map_err(io_err(&p))?;
+        line.push(b'\n');
+        crash_torn("events.torn", &mut self.events, &line);
+        self.events.write_all(&line).map_err(io_err(&p))?;
         self.events.flush().map_err(io_err(&p))?;
         Ok(())
     }
@@ -407,6 +453,7 @@ fn write_meta(dir: &Path, meta: &RunMeta) -> Result<(), StoreError> {
     // Write-then-rename so a crash never leaves a half-written run.json.
     let tmp = dir.join(META_TMP);
     write_synced(&tmp, text.as_bytes())?;
+    crash_point("meta.renaming");
     let p = dir.join(META);
     fs::rename(&tmp, &p).map_err(io_err(&p))
 }
