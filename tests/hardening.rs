@@ -194,6 +194,16 @@ fn out_refuses_a_foreign_directory_and_keeps_the_permissions_of_the_users() {
     );
     assert_eq!(mode(&shared), 0o1777);
     assert!(!shared.join("plan.toml").exists());
+    // In the background too, before anything is written into it.
+    let mut cmd = sweeptop(&tag);
+    cmd.arg("run")
+        .arg(&plan)
+        .args(["--detach", "--no-gpu", "--out"])
+        .arg(&shared);
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let entries: Vec<_> = std::fs::read_dir(&shared).unwrap().flatten().collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
 
     // An empty directory of the user's is used as it is.
     let empty = dir.join("empty");

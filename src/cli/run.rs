@@ -102,9 +102,14 @@ fn sweep(source: Source, args: Common) -> Result<u8> {
     let demo = matches!(source, Source::Demo);
     if args.detach {
         let dir = match (&source, &args.out) {
-            (Source::Resume(d), _) | (_, Some(d)) => d.clone(),
+            (Source::Resume(d), _) => d.clone(),
+            (_, Some(d)) => d.clone(),
             _ => store::default_dir(&new_plan(&source)?.name),
         };
+        if !matches!(source, Source::Resume(_)) {
+            // Refused here, before the background sweep's log is written into it.
+            store::check_new_run_dir(&dir).map_err(super::store_error)?;
+        }
         return detach(&dir);
     }
     let headless = args.headless || !std::io::stdout().is_terminal();

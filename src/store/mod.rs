@@ -103,29 +103,11 @@ impl RunDir {
     /// holds anything else. Only a directory made here is made private (0700):
     /// the permissions of one the user made stay as they are.
     pub fn create(path: &Path, plan_name: &str, plan_source: &str) -> Result<RunDir, StoreError> {
-        let resume_hint = || {
-            StoreError::Invalid(format!(
-                "{} already holds a run; continue it with `sweeptop run --resume {}`",
-                path.display(),
-                path.display()
-            ))
-        };
-        if path.join(RESULTS).exists() || path.join(PLAN).exists() {
-            return Err(resume_hint());
-        }
-        if let Some(other) = foreign_entry(path)? {
-            return Err(StoreError::Invalid(format!(
-                "{} is not empty ({other} is there) and holds no sweeptop run; \
-                 name a new directory with --out (it is created for you)",
-                path.display()
-            )));
-        }
+        check_new_run_dir(path)?;
         make_run_dir(path)?;
         let lock = lock(path)?;
         // Another sweep may have won the race for this directory.
-        if path.join(PLAN).exists() {
-            return Err(resume_hint());
-        }
+        check_new_run_dir(path)?;
         fs::create_dir_all(path.join(LOGS)).map_err(io_err(path))?;
         let plan_path = path.join(PLAN);
         write_synced(&plan_path, plan_source.as_bytes())?;
@@ -337,6 +319,27 @@ pub fn recorded_server(dir: &Path) -> Option<(u32, u64)> {
     let pgid = it.next()?.parse().ok()?;
     let start = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     Some((pgid, start))
+}
+
+/// Whether a new run may be made at `path`: a directory that does not exist
+/// yet, or one that is empty (but for what `--detach` wrote). One that holds a
+/// run is for `--resume`; one that holds anything else is not ours.
+pub fn check_new_run_dir(path: &Path) -> Result<(), StoreError> {
+    if path.join(RESULTS).exists() || path.join(PLAN).exists() {
+        return Err(StoreError::Invalid(format!(
+            "{} already holds a run; continue it with `sweeptop run --resume {}`",
+            path.display(),
+            path.display()
+        )));
+    }
+    match foreign_entry(path)? {
+        Some(other) => Err(StoreError::Invalid(format!(
+            "{} is not empty ({other} is there) and holds no sweeptop run; \
+             name a new directory with --out (it is created for you)",
+            path.display()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The first entry of `dir` that a new run may not share its directory with
