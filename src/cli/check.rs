@@ -15,6 +15,7 @@ pub struct CheckArgs {
 
 pub fn check(args: CheckArgs) -> Result<u8> {
     let plan = Plan::load(&args.plan).map_err(|e| user(e.to_string()))?;
+    plan.check_files().map_err(|e| user(e.to_string()))?;
     if args.json {
         let v = serde_json::json!({
             "name": plan.name,

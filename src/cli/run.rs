@@ -84,6 +84,12 @@ enum Source {
 
 /// The plan of a new sweep; a bad plan is the user's to fix (`file:line:col`).
 fn new_plan(source: &Source) -> Result<Plan> {
+    let plan = plan_of(source)?;
+    plan.check_files().map_err(|e| user(e.to_string()))?;
+    Ok(plan)
+}
+
+fn plan_of(source: &Source) -> Result<Plan> {
     match source {
         Source::Demo => {
             Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| user(e.to_string()))

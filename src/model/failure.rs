@@ -285,7 +285,8 @@ impl ContextNumbers {
 }
 
 /// `33012` -> `33,012`.
-pub fn thousands(n: u64) -> String {
+pub fn thousands(n: impl Into<u128>) -> String {
+    let n: u128 = n.into();
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -459,11 +460,11 @@ mod tests {
 
     #[test]
     fn thousands_separators() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(32768), "32,768");
-        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(thousands(0u64), "0");
+        assert_eq!(thousands(999u64), "999");
+        assert_eq!(thousands(1000u64), "1,000");
+        assert_eq!(thousands(32768u64), "32,768");
+        assert_eq!(thousands(1234567u64), "1,234,567");
     }
 
     #[test]

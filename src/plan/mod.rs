@@ -31,6 +31,40 @@ pub const DEMO_PATH: &str = "sample_runs/demo.toml";
 /// would overflow time arithmetic.
 pub const MAX_SECONDS: f64 = 1e7;
 
+/// The largest plan file read (a plan is a page of text; this stops
+/// `check /dev/zero` from reading until memory runs out).
+pub const MAX_PLAN_BYTES: u64 = 4 << 20;
+
+/// The longest plan name: it names the run directory
+/// (`runs/<name>-<YYYYMMDD-HHMMSS>`), which must fit a file name.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// The ranges of the plan's numbers, checked when it is read (the README's
+/// plan reference lists them).
+pub mod ranges {
+    /// Context targets and the `limits.context` in tokens.
+    pub const TOKENS: (u64, u64) = (1, 100_000_000);
+    /// Requests in flight.
+    pub const CONCURRENCY: (u32, u32) = (1, 65_536);
+    /// Measured requests per cell.
+    pub const REQUESTS: (u32, u32) = (1, 10_000_000);
+    /// Tokens asked of each request.
+    pub const MAX_TOKENS: (u32, u32) = (1, 1_048_576);
+    /// Unmeasured requests first.
+    pub const WARMUP: (u32, u32) = (0, 1_000_000);
+    /// Open-loop arrivals per second.
+    pub const RATE: f64 = 1e6;
+    /// Tokens kept free below the context limit.
+    pub const CONTEXT_MARGIN: (u64, u64) = (0, 1_000_000);
+    /// Relaunches of a crashed config.
+    pub const RETRIES: (u32, u32) = (0, 100);
+}
+
+/// The most cells a plan may expand to. A bigger one is almost surely a
+/// mistake (a million cells of a few seconds each is a month of GPU time), and
+/// would only fill memory before anyone noticed.
+pub const MAX_CELLS: u64 = 1_000_000;
+
 /// A plan error with the place in the file it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanError {
@@ -104,6 +138,9 @@ pub struct Workload {
     pub rate: Option<f64>,
     pub duration_s: Option<f64>,
     pub overflow: Overflow,
+    /// Where `prompt` is in the plan file (line, column), for its errors.
+    #[serde(skip)]
+    pub prompt_at: (usize, usize),
 }
 
 /// One server launch: a point of a phase's matrix.
@@ -168,11 +205,28 @@ pub struct Plan {
 
 impl Plan {
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
-        let source = std::fs::read_to_string(path).map_err(|e| PlanError {
+        use std::io::Read;
+        let fail = |message: String| PlanError {
             file: path.display().to_string(),
             line: 0,
             col: 0,
-            message: format!("cannot read plan: {e}"),
+            message,
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_PLAN_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| fail(format!("cannot read plan: {e}")))?;
+        if bytes.len() as u64 > MAX_PLAN_BYTES {
+            return Err(fail(format!(
+                "cannot read plan: it is larger than {} MiB, and a plan is a small text file",
+                MAX_PLAN_BYTES >> 20
+            )));
+        }
+        let source = String::from_utf8(bytes).map_err(|e| {
+            fail(format!(
+                "cannot read plan: not UTF-8 text (at byte {})",
+                e.utf8_error().valid_up_to()
+            ))
         })?;
         Plan::parse(path, &source)
     }
@@ -190,6 +244,30 @@ impl Plan {
         plan.path = path.to_path_buf();
         plan.source = source.to_string();
         Ok(plan)
+    }
+
+    /// The files the plan needs on this machine, checked before anything
+    /// runs: its prompt files exist and can be read. (`parse` does not look:
+    /// a recorded run's plan is read on machines that lack them.)
+    pub fn check_files(&self) -> Result<(), PlanError> {
+        for w in &self.workloads {
+            let Some(("file" | "jsonl", path)) = w.prompt.split_once(':') else {
+                continue;
+            };
+            let problem = match std::fs::File::open(path).and_then(|f| f.metadata()) {
+                Ok(m) if m.is_file() => continue,
+                Ok(_) => "not a regular file".to_string(),
+                Err(e) => e.to_string(),
+            };
+            let (line, col) = w.prompt_at;
+            return Err(PlanError {
+                file: self.path.display().to_string(),
+                line,
+                col,
+                message: format!("prompt file `{path}` of workload `{}`: {problem}", w.id),
+            });
+        }
+        Ok(())
     }
 
     pub fn config(&self, id: &str) -> Option<&Config> {
@@ -240,10 +318,19 @@ fn valid_id(s: &str) -> bool {
 
 fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
     let name = raw.name.get_ref().trim().to_string();
-    if !valid_id(&name) {
+    if !valid_id(&name) || name.starts_with('.') {
         return Err(ctx.err(
             raw.name.span(),
-            "plan name must be non-empty and use only letters, digits, '-', '_' or '.'",
+            "plan name must be non-empty, use only letters, digits, '-', '_' or '.', and not start with '.'",
+        ));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(ctx.err(
+            raw.name.span(),
+            format!(
+                "plan name is {} characters; at most {MAX_NAME_CHARS} (it names the run directory)",
+                name.chars().count()
+            ),
         ));
     }
 
@@ -260,18 +347,21 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
             ))
         }
     };
-    if !(0.0..=MAX_SECONDS).contains(&raw.server.stop_grace_s) {
+    let grace = &raw.server.stop_grace_s;
+    if !(0.0..=MAX_SECONDS).contains(grace.get_ref()) {
         return Err(ctx.err(
-            raw.server.command.span(),
-            format!("server.stop_grace_s must be between 0 and {MAX_SECONDS} seconds"),
+            grace.span(),
+            format!("server.stop_grace_s must be from 0 to {MAX_SECONDS} seconds"),
         ));
     }
-    let ready = raw.server.ready.timeout_s;
-    if !(ready > 0.0 && ready <= MAX_SECONDS) {
-        return Err(ctx.err(
-            raw.server.command.span(),
-            format!("server.ready.timeout_s must be more than 0 and at most {MAX_SECONDS} seconds"),
-        ));
+    seconds(
+        ctx,
+        Some(&raw.server.ready.timeout_s),
+        0.0,
+        "server.ready.timeout_s",
+    )?;
+    if let Some(r) = &raw.server.retries {
+        within(ctx, r, ranges::RETRIES, "server.retries")?;
     }
     let words = template::split_words(raw.server.command.get_ref())
         .map_err(|e| ctx.err(raw.server.command.span(), format!("server.command: {e}")))?;
@@ -313,6 +403,29 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
         if !phase_ids.insert(pid.clone()) {
             return Err(ctx.err(phase.id.span(), format!("duplicate phase id `{pid}`")));
         }
+        let phase_workloads = phase_workloads(ctx, phase, &workloads)?;
+        // The size is known before anything is built: a plan too big to run
+        // says so at once, with its numbers, instead of filling memory.
+        let per_config: u128 = phase_workloads
+            .iter()
+            .map(|w| (w.contexts.len() * w.concurrency.len()) as u128)
+            .sum();
+        let bound = combos_bound(phase);
+        let so_far = cells.len() as u128;
+        let total = so_far.saturating_add(bound.saturating_mul(per_config));
+        if total > u128::from(MAX_CELLS) {
+            return Err(ctx.err(
+                phase.id.span(),
+                format!(
+                    "phase `{pid}` would expand to up to {} configs × {per_config} cells each = {} cells{}; \
+                     a plan may have at most {} cells: split it, or take values out of its axes",
+                    crate::model::thousands(bound),
+                    crate::model::thousands(bound.saturating_mul(per_config)),
+                    if so_far > 0 { format!(" (after {} in earlier phases)", crate::model::thousands(so_far)) } else { String::new() },
+                    crate::model::thousands(u128::from(MAX_CELLS)),
+                ),
+            ));
+        }
         let combos = combos(ctx, phase)?;
         if combos.is_empty() {
             return Err(ctx.err(
@@ -320,22 +433,6 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
                 format!("phase `{pid}` has no configs left after include/exclude"),
             ));
         }
-        let phase_workloads: Vec<&Workload> = match &phase.workloads {
-            None => workloads.iter().collect(),
-            Some(ids) => {
-                let mut v = Vec::new();
-                for id in ids {
-                    let w = workloads
-                        .iter()
-                        .find(|w| &w.id == id.get_ref())
-                        .ok_or_else(|| {
-                            ctx.err(id.span(), format!("unknown workload `{}`", id.get_ref()))
-                        })?;
-                    v.push(w);
-                }
-                v
-            }
-        };
         let id_template = phase.config_id.as_ref().or(raw.config_id.as_ref());
         let mut phase_configs = Vec::new();
         let mut baseline_found = false;
@@ -413,31 +510,88 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
             }
         },
     };
-    let positive = |v: Option<f64>, default: f64, name: &str| -> Result<f64, PlanError> {
-        let v = v.unwrap_or(default);
-        if v > 0.0 && v <= MAX_SECONDS {
-            Ok(v)
-        } else {
-            Err(ctx.err(
-                0..0,
-                format!("limits.{name} must be a positive number of seconds"),
-            ))
+    if let ContextLimit::Tokens(n) = context {
+        if let Some(v) = &l.context {
+            if n > ranges::TOKENS.1 {
+                return Err(ctx.err(
+                    v.span(),
+                    format!("limits.context must be at most {} tokens", ranges::TOKENS.1),
+                ));
+            }
+        }
+    }
+    let max_error_rate = match &l.max_error_rate {
+        None => 0.0,
+        Some(v) if (0.0..=1.0).contains(v.get_ref()) => *v.get_ref(),
+        Some(v) => {
+            return Err(ctx.err(v.span(), "limits.max_error_rate must be from 0 to 1"));
         }
     };
-    let max_error_rate = l.max_error_rate.unwrap_or(0.0);
-    if !(0.0..=1.0).contains(&max_error_rate) {
-        return Err(ctx.err(0..0, "limits.max_error_rate must be between 0 and 1"));
-    }
+    let context_margin = match &l.context_margin {
+        None => 16,
+        Some(v) => within(ctx, v, ranges::CONTEXT_MARGIN, "limits.context_margin")?,
+    };
     Ok(Limits {
         context,
-        context_margin: l.context_margin.unwrap_or(16),
-        request_timeout_s: positive(l.request_timeout_s, 600.0, "request_timeout_s")?,
-        stall_timeout_s: positive(l.stall_timeout_s, 120.0, "stall_timeout_s")?,
-        cell_timeout_s: positive(l.cell_timeout_s, 3600.0, "cell_timeout_s")?,
+        context_margin,
+        request_timeout_s: seconds(
+            ctx,
+            l.request_timeout_s.as_ref(),
+            600.0,
+            "limits.request_timeout_s",
+        )?,
+        stall_timeout_s: seconds(
+            ctx,
+            l.stall_timeout_s.as_ref(),
+            120.0,
+            "limits.stall_timeout_s",
+        )?,
+        cell_timeout_s: seconds(
+            ctx,
+            l.cell_timeout_s.as_ref(),
+            3600.0,
+            "limits.cell_timeout_s",
+        )?,
         max_error_rate,
         short_requests: l.short_requests,
         foreign_gpu: l.foreign_gpu,
     })
+}
+
+/// A number of seconds above 0 and at most [`MAX_SECONDS`] (NaN and infinity
+/// are neither), or `default` when not given; an error points at the value.
+fn seconds(
+    ctx: &Ctx,
+    v: Option<&Spanned<f64>>,
+    default: f64,
+    name: &str,
+) -> Result<f64, PlanError> {
+    match v {
+        None => Ok(default),
+        Some(v) if *v.get_ref() > 0.0 && *v.get_ref() <= MAX_SECONDS => Ok(*v.get_ref()),
+        Some(v) => Err(ctx.err(
+            v.span(),
+            format!("{name} must be more than 0 and at most {MAX_SECONDS} seconds"),
+        )),
+    }
+}
+
+/// A whole number within `range` (inclusive); an error points at the value.
+fn within<T: PartialOrd + Copy + fmt::Display>(
+    ctx: &Ctx,
+    v: &Spanned<T>,
+    (lo, hi): (T, T),
+    name: &str,
+) -> Result<T, PlanError> {
+    let x = *v.get_ref();
+    if x >= lo && x <= hi {
+        Ok(x)
+    } else {
+        Err(ctx.err(
+            v.span(),
+            format!("{name} must be from {lo} to {hi}, not {x}"),
+        ))
+    }
 }
 
 fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
@@ -460,14 +614,26 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
         if w.contexts.get_ref().is_empty() {
             return Err(ctx.err(w.contexts.span(), "`contexts` is empty"));
         }
-        if w.contexts.get_ref().contains(&0) {
-            return Err(ctx.err(w.contexts.span(), "context targets must be positive"));
+        let (lo, hi) = ranges::TOKENS;
+        if w.contexts.get_ref().iter().any(|c| !(lo..=hi).contains(c)) {
+            return Err(ctx.err(
+                w.contexts.span(),
+                format!("context targets must be from {lo} to {hi} tokens"),
+            ));
         }
         if w.concurrency.get_ref().is_empty() {
             return Err(ctx.err(w.concurrency.span(), "`concurrency` is empty"));
         }
-        if w.concurrency.get_ref().contains(&0) {
-            return Err(ctx.err(w.concurrency.span(), "concurrency levels must be positive"));
+        let (lo, hi) = ranges::CONCURRENCY;
+        if w.concurrency
+            .get_ref()
+            .iter()
+            .any(|c| !(lo..=hi).contains(c))
+        {
+            return Err(ctx.err(
+                w.concurrency.span(),
+                format!("concurrency levels must be from {lo} to {hi}"),
+            ));
         }
         let dup = |v: &[u64]| v.iter().collect::<HashSet<_>>().len() != v.len();
         if dup(w.contexts.get_ref()) {
@@ -477,16 +643,25 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
         if dup(&conc) {
             return Err(ctx.err(w.concurrency.span(), "duplicate value in `concurrency`"));
         }
-        if w.requests == 0 || w.max_tokens == 0 {
-            return Err(ctx.err(w.id.span(), "`requests` and `max_tokens` must be positive"));
-        }
-        for v in [&w.rate, &w.duration_s].into_iter().flatten() {
-            if !(*v.get_ref() > 0.0 && *v.get_ref() <= MAX_SECONDS) {
+        let requests = within(ctx, &w.requests, ranges::REQUESTS, "requests")?;
+        let max_tokens = within(ctx, &w.max_tokens, ranges::MAX_TOKENS, "max_tokens")?;
+        let warmup = match &w.warmup {
+            None => 0,
+            Some(v) => within(ctx, v, ranges::WARMUP, "warmup")?,
+        };
+        if let Some(v) = &w.rate {
+            if !(*v.get_ref() > 0.0 && *v.get_ref() <= ranges::RATE) {
                 return Err(ctx.err(
                     v.span(),
-                    format!("must be more than 0 and at most {MAX_SECONDS}"),
+                    format!(
+                        "rate must be more than 0 and at most {} requests/s",
+                        ranges::RATE
+                    ),
                 ));
             }
+        }
+        if w.duration_s.is_some() {
+            seconds(ctx, w.duration_s.as_ref(), 0.0, "duration_s")?;
         }
         let p = w.prompt.get_ref();
         let ok = match p.split_once(':') {
@@ -508,12 +683,13 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
             prompt: p.clone(),
             contexts: w.contexts.get_ref().clone(),
             concurrency: w.concurrency.get_ref().clone(),
-            requests: w.requests,
-            max_tokens: w.max_tokens,
-            warmup: w.warmup,
+            requests,
+            max_tokens,
+            warmup,
             rate: w.rate.as_ref().map(|r| *r.get_ref()),
             duration_s: w.duration_s.as_ref().map(|r| *r.get_ref()),
             overflow: w.overflow,
+            prompt_at: line_col(ctx.source, w.prompt.span().start),
         });
     }
     Ok(out)
@@ -521,14 +697,57 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
 
 type Combo = IndexMap<String, String>;
 
+/// The workloads a phase runs: its own list, or all of them.
+fn phase_workloads<'w>(
+    ctx: &Ctx,
+    phase: &schema::RawPhase,
+    workloads: &'w [Workload],
+) -> Result<Vec<&'w Workload>, PlanError> {
+    match &phase.workloads {
+        None => Ok(workloads.iter().collect()),
+        Some(ids) => ids
+            .iter()
+            .map(|id| {
+                workloads
+                    .iter()
+                    .find(|w| &w.id == id.get_ref())
+                    .ok_or_else(|| {
+                        ctx.err(id.span(), format!("unknown workload `{}`", id.get_ref()))
+                    })
+            })
+            .collect(),
+    }
+}
+
+/// Configs a phase's matrix and includes name at most (before duplicates and
+/// excludes are taken out), counted without building them.
+fn combos_bound(phase: &schema::RawPhase) -> u128 {
+    let product = |axes: &Axes| {
+        axes.values()
+            .map(|v| v.get_ref().0.len() as u128)
+            .fold(1u128, u128::saturating_mul)
+    };
+    let matrix = if !phase.matrix.is_empty() || phase.include.is_empty() {
+        product(&phase.matrix)
+    } else {
+        0
+    };
+    phase
+        .include
+        .iter()
+        .map(|i| product(i.get_ref()))
+        .fold(matrix, u128::saturating_add)
+}
+
 /// The phase's configs as axis assignments: the matrix product, then each
 /// `include` entry (a small matrix of its own), minus `exclude` matches; each
 /// with the span that produced it.
 fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize>)>, PlanError> {
     let mut out: Vec<(Combo, Range<usize>)> = Vec::new();
-    let add = |axes: &Axes,
-               span: Range<usize>,
-               out: &mut Vec<(Combo, Range<usize>)>|
+    let mut seen: HashSet<Vec<(String, String)>> = HashSet::new();
+    let mut add = |axes: &Axes,
+                   span: Range<usize>,
+                   out: &mut Vec<(Combo, Range<usize>)>|
      -> Result<(), PlanError> {
         for (axis, values) in axes {
             if values.get_ref().0.is_empty() {
@@ -561,7 +780,11 @@ fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize
             acc = next;
         }
         for c in acc {
-            if !out.iter().any(|(o, _)| *o == c) {
+            // The same point named twice (a matrix and an include) is one config.
+            let mut key: Vec<(String, String)> =
+                c.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            key.sort();
+            if seen.insert(key) {
                 out.push((c, span.clone()));
             }
         }
@@ -593,6 +816,27 @@ fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize
             }
         }
         out.retain(|(c, _)| !matches(ex.get_ref(), c));
+    }
+    // A `set` rule whose `when` names no axis of the phase would never apply.
+    for rule in &phase.set {
+        for (axis, values) in rule.when.get_ref() {
+            if !known.contains(axis.as_str()) {
+                let mut axes: Vec<&str> = known.iter().copied().collect();
+                axes.sort_unstable();
+                return Err(ctx.err(
+                    values.span(),
+                    format!(
+                        "`when` names `{axis}`, which is not an axis of phase `{}` (its axes: {})",
+                        phase.id.get_ref(),
+                        if axes.is_empty() {
+                            "none".to_string()
+                        } else {
+                            axes.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
     }
     Ok(out)
 }
@@ -700,6 +944,12 @@ fn build_config(
             Ok(out)
         }
         go(text, 0, combo, &vars, &id, pid).map_err(|name| {
+            if name.starts_with('{') {
+                return ctx.err(
+                    at.clone(),
+                    format!("unclosed `{{` in `{name}`: close it with `}}`, or write `{{{{` for a literal brace"),
+                );
+            }
             let axes: Vec<String> = combo.iter().map(|(k, v)| format!("{k}={v}")).collect();
             ctx.err(
                 at,
@@ -765,13 +1015,13 @@ fn build_config(
         ready: Ready {
             path: raw.server.ready.path.clone(),
             log_line: raw.server.ready.log_line.clone(),
-            timeout_s: raw.server.ready.timeout_s,
+            timeout_s: *raw.server.ready.timeout_s.get_ref(),
             generate: raw.server.ready.generate,
         },
-        stop_grace_s: raw.server.stop_grace_s,
+        stop_grace_s: *raw.server.stop_grace_s.get_ref(),
         api: raw.server.api,
         model: raw.server.model.clone(),
-        retries: raw.server.retries,
+        retries: raw.server.retries.as_ref().map_or(0, |r| *r.get_ref()),
         tokenizer,
         baseline: false,
         gpus,
@@ -794,10 +1044,11 @@ pub fn describe(plan: &Plan) -> String {
         *m.entry(c.config.as_str()).or_default() += 1;
         m
     });
+    let configs: HashMap<&str, &Config> = plan.configs.iter().map(|c| (c.id.as_str(), c)).collect();
     for phase in &plan.phases {
         let _ = writeln!(s, "\nphase {}", phase.id);
         for cid in &phase.configs {
-            if let Some(c) = plan.config(cid) {
+            if let Some(c) = configs.get(cid.as_str()) {
                 let _ = writeln!(
                     s,
                     "  {:<28} {:>3} cells{}",

@@ -54,7 +54,7 @@ pub struct RawServer {
     #[serde(default)]
     pub ready: RawReady,
     #[serde(default = "default_grace")]
-    pub stop_grace_s: f64,
+    pub stop_grace_s: Spanned<f64>,
     /// Paths that must exist before a config launches (templates).
     #[serde(default)]
     pub requires: Vec<Spanned<String>>,
@@ -70,7 +70,7 @@ pub struct RawServer {
     pub tokenizer: Option<Spanned<String>>,
     /// Times a config whose server crashed is relaunched before its cells are marked.
     #[serde(default)]
-    pub retries: u32,
+    pub retries: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -84,8 +84,8 @@ pub enum Api {
 fn default_host() -> String {
     "127.0.0.1".into()
 }
-fn default_grace() -> f64 {
-    15.0
+fn default_grace() -> Spanned<f64> {
+    Spanned::new(0..0, 15.0)
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,7 +96,7 @@ pub struct RawReady {
     #[serde(default)]
     pub log_line: Option<String>,
     #[serde(default = "default_ready_timeout")]
-    pub timeout_s: f64,
+    pub timeout_s: Spanned<f64>,
     /// Also require one tiny generation to succeed before the server counts as ready.
     #[serde(default)]
     pub generate: bool,
@@ -116,8 +116,8 @@ impl Default for RawReady {
 fn default_health() -> String {
     "/health".into()
 }
-fn default_ready_timeout() -> f64 {
-    900.0
+fn default_ready_timeout() -> Spanned<f64> {
+    Spanned::new(0..0, 900.0)
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -127,16 +127,16 @@ pub struct RawLimits {
     #[serde(default)]
     pub context: Option<Spanned<toml::Value>>,
     #[serde(default)]
-    pub context_margin: Option<u64>,
+    pub context_margin: Option<Spanned<u64>>,
     #[serde(default)]
-    pub request_timeout_s: Option<f64>,
+    pub request_timeout_s: Option<Spanned<f64>>,
     #[serde(default)]
-    pub stall_timeout_s: Option<f64>,
+    pub stall_timeout_s: Option<Spanned<f64>>,
     #[serde(default)]
-    pub cell_timeout_s: Option<f64>,
+    pub cell_timeout_s: Option<Spanned<f64>>,
     /// Fraction of failed requests a cell tolerates (default 0).
     #[serde(default)]
-    pub max_error_rate: Option<f64>,
+    pub max_error_rate: Option<Spanned<f64>>,
     /// Requests that returned fewer tokens than asked: "count" (default) or
     /// "fail" the cell (vLLM silently lowers max_tokens near the context limit).
     #[serde(default)]
@@ -173,11 +173,11 @@ pub struct RawWorkload {
     pub contexts: Spanned<Vec<u64>>,
     pub concurrency: Spanned<Vec<u32>>,
     #[serde(default = "default_requests")]
-    pub requests: u32,
+    pub requests: Spanned<u32>,
     #[serde(default = "default_max_tokens")]
-    pub max_tokens: u32,
+    pub max_tokens: Spanned<u32>,
     #[serde(default)]
-    pub warmup: u32,
+    pub warmup: Option<Spanned<u32>>,
     /// Open loop: Poisson arrivals at this many requests/s (concurrency caps
     /// the requests in flight). Without it: closed loop at each concurrency.
     #[serde(default)]
@@ -193,11 +193,11 @@ pub struct RawWorkload {
 fn default_prompt() -> Spanned<String> {
     Spanned::new(0..0, "builtin:code".into())
 }
-fn default_requests() -> u32 {
-    8
+fn default_requests() -> Spanned<u32> {
+    Spanned::new(0..0, 8)
 }
-fn default_max_tokens() -> u32 {
-    256
+fn default_max_tokens() -> Spanned<u32> {
+    Spanned::new(0..0, 256)
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
