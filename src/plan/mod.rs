@@ -2,6 +2,8 @@
 //! configs and cells with stable ids. Reads the plan file and nothing else.
 
 mod devices;
+#[cfg(test)]
+mod fuzz;
 mod prompts;
 mod schema;
 pub mod template;
