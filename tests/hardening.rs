@@ -12,25 +12,6 @@ use std::time::Duration;
 
 use common::*;
 
-/// One config, one short cell.
-const TINY: &str = r#"
-name = "tiny"
-[server]
-command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2"
-port = "auto"
-stop_grace_s = 1
-[limits]
-context = 4096
-[[workloads]]
-id = "w"
-contexts = [64]
-concurrency = [1]
-requests = 2
-max_tokens = 8
-[[phases]]
-id = "p"
-"#;
-
 /// Two configs of three cells of about a second each: long enough to act on
 /// while it runs.
 const SLOW: &str = r#"
@@ -72,7 +53,7 @@ fn text(out: &[u8]) -> String {
 fn a_run_without_a_readable_run_json_resumes_to_the_end_and_is_listed() {
     let dir = scratch("hard-meta");
     let tag = format!("hard-meta-{}", std::process::id());
-    let (run, _) = run_plan(&dir, &tag, TINY, Duration::from_secs(120));
+    let (run, _) = run_plan(&dir, &tag, TINY_PLAN, Duration::from_secs(120));
     let finished = results(&run);
     assert_eq!(finished.len(), 1);
     // As a kill -9 just after the start leaves it: a temporary file, no run.json.
@@ -124,11 +105,7 @@ fn a_live_sweep_is_guarded_by_its_lock_not_by_its_socket() {
     let plan = dir.join("slow.toml");
     std::fs::write(&plan, SLOW).unwrap();
     let run = dir.join("run");
-    let mut cmd = sweeptop(&tag);
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&run);
+    let mut cmd = headless_run(&tag, &plan, &run);
     let first = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -149,13 +126,7 @@ fn a_live_sweep_is_guarded_by_its_lock_not_by_its_socket() {
     );
     assert_eq!(std::fs::read(run.join("run.json")).unwrap(), meta_before);
     // A new run over it is refused too.
-    let mut again = sweeptop(&tag);
-    again
-        .arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&run);
-    let again = run_with_deadline(again, Duration::from_secs(30));
+    let again = run_with_deadline(headless_run(&tag, &plan, &run), Duration::from_secs(30));
     assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
 
     // The first sweep finishes on its own, every cell recorded once.
@@ -173,18 +144,14 @@ fn out_refuses_a_foreign_directory_and_keeps_the_permissions_of_the_users() {
     let dir = scratch("hard-out");
     let tag = format!("hard-out-{}", std::process::id());
     let plan = dir.join("tiny.toml");
-    std::fs::write(&plan, TINY).unwrap();
+    std::fs::write(&plan, TINY_PLAN).unwrap();
     let shared = dir.join("shared-tmp");
     std::fs::create_dir(&shared).unwrap();
     std::fs::write(shared.join("someone-elses.txt"), "x").unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
 
-    let mut cmd = sweeptop(&tag);
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&shared);
+    let cmd = headless_run(&tag, &plan, &shared);
     let out = run_with_deadline(cmd, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(
@@ -209,21 +176,13 @@ fn out_refuses_a_foreign_directory_and_keeps_the_permissions_of_the_users() {
     let empty = dir.join("empty");
     std::fs::create_dir(&empty).unwrap();
     std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cmd = sweeptop(&tag);
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&empty);
+    let cmd = headless_run(&tag, &plan, &empty);
     let out = run_with_deadline(cmd, Duration::from_secs(120));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(mode(&empty), 0o755);
     // One sweeptop makes is private.
     let made = dir.join("made");
-    let mut cmd = sweeptop(&tag);
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&made);
+    let cmd = headless_run(&tag, &plan, &made);
     let out = run_with_deadline(cmd, Duration::from_secs(120));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(mode(&made), 0o700);
@@ -239,11 +198,7 @@ fn signals_that_would_kill_sweeptop_stop_its_server_first() {
         let plan = dir.join("slow.toml");
         std::fs::write(&plan, SLOW).unwrap();
         let run = dir.join("run");
-        let mut cmd = sweeptop(&tag);
-        cmd.arg("run")
-            .arg(&plan)
-            .args(["--headless", "--no-gpu", "--out"])
-            .arg(&run);
+        let mut cmd = headless_run(&tag, &plan, &run);
         let child = cmd
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -316,7 +271,7 @@ fn numbers_out_of_range_are_refused_before_anything_starts() {
 fn send_refuses_targets_the_plan_does_not_have() {
     let dir = scratch("hard-send");
     let tag = format!("hard-send-{}", std::process::id());
-    let (run, _) = run_plan(&dir, &tag, TINY, Duration::from_secs(120));
+    let (run, _) = run_plan(&dir, &tag, TINY_PLAN, Duration::from_secs(120));
     let huge = format!("retry={}", "a".repeat(60_000));
     for send in [
         "retry=",

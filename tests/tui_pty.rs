@@ -256,25 +256,6 @@ fn after_a_hangup_the_sweep_carries_on_without_a_view() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// One config, one short cell on the simulated server.
-const TINY_PLAN: &str = r#"
-name = "tiny"
-[server]
-command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2"
-port = "auto"
-stop_grace_s = 1
-[limits]
-context = 4096
-[[workloads]]
-id = "w"
-contexts = [64]
-concurrency = [1]
-requests = 2
-max_tokens = 8
-[[phases]]
-id = "p"
-"#;
-
 /// The view's threads of a process still running, by name.
 fn thread_names(pid: u32) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/task"))

@@ -203,6 +203,35 @@ impl Drop for KillTagged {
     }
 }
 
+/// One config, one short cell on the simulated server.
+pub const TINY_PLAN: &str = r#"
+name = "tiny"
+[server]
+command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2"
+port = "auto"
+stop_grace_s = 1
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 2
+max_tokens = 8
+[[phases]]
+id = "p"
+"#;
+
+/// `sweeptop run PLAN --headless --no-gpu --out OUT`, tagged.
+pub fn headless_run(tag: &str, plan: &Path, out: &Path) -> Command {
+    let mut cmd = sweeptop(tag);
+    cmd.arg("run")
+        .arg(plan)
+        .args(["--headless", "--no-gpu", "--out"])
+        .arg(out);
+    cmd
+}
+
 /// Write a plan into `dir` and run it headless without GPU telemetry; panics
 /// (with the output) unless the sweep finished. Returns the run directory and
 /// what the sweep printed.
@@ -210,12 +239,7 @@ pub fn run_plan(dir: &Path, tag: &str, plan_text: &str, limit: Duration) -> (Pat
     let plan = dir.join("plan.toml");
     std::fs::write(&plan, plan_text).unwrap();
     let out_dir = dir.join("run");
-    let mut cmd = sweeptop(tag);
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--headless", "--no-gpu", "--out"])
-        .arg(&out_dir);
-    let out = run_with_deadline(cmd, limit);
+    let out = run_with_deadline(headless_run(tag, &plan, &out_dir), limit);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
