@@ -299,3 +299,101 @@ fn send_refuses_targets_the_plan_does_not_have() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server that prints hostile text (escape sequences, C1 controls, a `\r`
+/// that would hide its line, backspaces, a right-to-left override and a
+/// spreadsheet formula) in the line that names its crash, then dies.
+const HOSTILE_SERVER: &str = r#"
+name = "hostile"
+[server]
+shell = true
+command = '''printf 'loading \033]0;pwned\007 weights\r  fake: all fine\n'; printf '=cmd|\047 /C calc\047!A0 RuntimeError: CUDA error: an illegal instruction was encountered \302\233 31m \010\010\177 \342\200\256 exe.txt\n'; exit 1'''
+port = "auto"
+stop_grace_s = 1
+ready = { timeout_s = 20 }
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 1
+max_tokens = 8
+[[phases]]
+id = "p"
+"#;
+
+/// What must never reach a terminal or a spreadsheet as is.
+fn dangerous(c: char) -> bool {
+    c.is_control() && c != '\n' || ('\u{202A}'..='\u{202E}').contains(&c)
+}
+
+#[test]
+fn server_text_reaches_no_terminal_and_no_spreadsheet_as_is() {
+    let dir = scratch("hard-text");
+    let tag = format!("hard-text-{}", std::process::id());
+    let (run, stdout) = run_plan(&dir, &tag, HOSTILE_SERVER, Duration::from_secs(120));
+    // The crash is recorded with the server's words, data unchanged.
+    let records = results(&run);
+    assert_eq!(records.len(), 1);
+    let message = records[0]["failure"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("illegal instruction") && message.contains("\u{9b}"),
+        "{message:?}"
+    );
+    assert_eq!(records[0]["failure"]["kind"], "cuda_illegal_instruction");
+    // The data files carry those characters only as JSON escapes.
+    let raw = std::fs::read_to_string(run.join("results.jsonl")).unwrap();
+    assert!(!raw.chars().any(dangerous), "{raw:?}");
+    assert!(raw.contains("\\u009b") && raw.contains("\\u202e"), "{raw}");
+    // Headless progress: the crash is named, nothing hostile passes.
+    assert!(stdout.contains("FAILED ILL-INSTR"), "{stdout}");
+    assert!(!stdout.chars().any(dangerous), "{stdout:?}");
+    for (format, name) in [("csv", "csv"), ("md", "md"), ("json", "json")] {
+        let mut cmd = sweeptop(&tag);
+        cmd.args(["export", "--format", format]).arg(&run);
+        let out = run_with_deadline(cmd, Duration::from_secs(30));
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(!text.chars().any(dangerous), "{name}: {text:?}");
+        assert!(text.contains("illegal instruction"), "{name}: {text}");
+        if format == "csv" {
+            let mut rows = csv_rows(&text);
+            let header = rows.remove(0);
+            let col = |n: &str| header.iter().position(|h| h == n).unwrap();
+            let row = &rows[0];
+            // No cell a spreadsheet would run.
+            for cell in row {
+                assert!(
+                    !cell.trim_start().starts_with(['=', '+', '-', '@']),
+                    "{cell:?}"
+                );
+            }
+            assert!(row[col("failure_message")].contains("=cmd|' /C calc'!A0 RuntimeError"));
+        }
+        if format == "json" {
+            let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(back[0]["failure"]["message"].as_str().unwrap(), message);
+        }
+    }
+}
+
+/// A CSV's rows (quoted fields may hold commas, quotes and newlines).
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![String::new()]];
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let row = rows.last_mut().unwrap();
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                row.last_mut().unwrap().push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => row.push(String::new()),
+            ('\n', false) => rows.push(vec![String::new()]),
+            (c, _) => row.last_mut().unwrap().push(c),
+        }
+    }
+    rows.retain(|r| r.len() > 1);
+    rows
+}

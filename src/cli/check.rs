@@ -26,7 +26,7 @@ pub fn check(args: CheckArgs) -> Result<u8> {
             "limits": plan.limits,
             "count": {"configs": plan.configs.len(), "cells": plan.cells.len()},
         });
-        super::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+        super::print(&format!("{}\n", crate::model::text::to_json_pretty(&v)?))?;
     } else {
         super::print(&crate::plan::describe(&plan))?;
     }

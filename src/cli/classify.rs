@@ -29,7 +29,7 @@ pub fn classify(args: ClassifyArgs) -> Result<u8> {
     }
     let c = crate::detect::classify_text(&String::from_utf8_lossy(&bytes));
     if args.json {
-        super::print(&format!("{}\n", serde_json::to_string_pretty(&c)?))?;
+        super::print(&format!("{}\n", crate::model::text::to_json_pretty(&c)?))?;
     } else {
         super::print(&format!("{}\n", c.kind.map_or("none", |k| k.as_str())))?;
     }

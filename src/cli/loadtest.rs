@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::{user, Context, Result};
 use crate::load::{self, Arrival, CellLoad, Target};
+use crate::model::text::display;
 use crate::model::RequestRecord;
 use crate::plan::Api;
 use crate::view::text::metric_lines;
@@ -164,7 +165,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             v["prompt_tokens_measured"] = measured.into();
             v["context_limit"] = limit.into();
             v["errors"] = errors.into();
-            super::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+            super::print(&format!("{}\n", crate::model::text::to_json_pretty(&v)?))?;
         } else {
             let mut text = format!(
                 "{}{} model {}\nprompt target {} tokens, measured {measured}\n",
@@ -179,7 +180,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
                 text.push_str(&format!("{name:<20} {value}\n"));
             }
             for e in &errors {
-                text.push_str(&format!("error: {e}\n"));
+                text.push_str(&format!("error: {}\n", display(&e.to_string())));
             }
             super::print(&text)?;
         }

@@ -87,7 +87,7 @@ pub fn list_runs(root: &Path) -> Vec<RunInfo> {
 pub fn ls(args: LsArgs) -> Result<u8> {
     let runs = list_runs(&args.dir);
     if args.json {
-        super::print(&format!("{}\n", serde_json::to_string_pretty(&runs)?))?;
+        super::print(&format!("{}\n", crate::model::text::to_json_pretty(&runs)?))?;
         return Ok(0);
     }
     if runs.is_empty() {
@@ -108,6 +108,6 @@ pub fn ls(args: LsArgs) -> Result<u8> {
             r.command
         ));
     }
-    super::print(&text)?;
+    super::print(&crate::model::text::display_lines(&text))?;
     Ok(0)
 }

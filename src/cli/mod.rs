@@ -19,6 +19,7 @@ mod open;
 mod run;
 mod sim_server;
 
+use crate::model::text::display_lines;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -145,22 +146,22 @@ impl Error {
         let mut err = io::stderr().lock();
         match self {
             Error::User(message) => {
-                let _ = writeln!(err, "error: {message}");
+                let _ = writeln!(err, "error: {}", display_lines(&message));
                 ExitCode::from(2)
             }
             Error::StdoutClosed => ExitCode::SUCCESS,
             Error::Internal(report) if verbose => {
-                let _ = writeln!(err, "error: {report:?}");
+                let _ = writeln!(err, "error: {}", display_lines(&format!("{report:?}")));
                 ExitCode::from(1)
             }
             Error::Internal(report) => {
-                let _ = writeln!(err, "error: {report}");
+                let _ = writeln!(err, "error: {}", display_lines(&report.to_string()));
                 let mut said = report.to_string();
                 for cause in report.chain().skip(1) {
                     let cause = cause.to_string();
                     // A message that already ends with its cause says it once.
                     if !said.ends_with(&cause) {
-                        let _ = writeln!(err, "  caused by: {cause}");
+                        let _ = writeln!(err, "  caused by: {}", display_lines(&cause));
                     }
                     said = cause;
                 }

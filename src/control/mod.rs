@@ -24,7 +24,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::engine::{Bus, Request};
-use crate::model::{Command, Event};
+use crate::model::{text, Command, Event};
 
 pub const VERSION: u32 = 1;
 pub const SOCKET: &str = "control.sock";
@@ -110,9 +110,9 @@ impl Drop for ControlServer {
 }
 
 fn line(msg: &ServerMsg) -> Arc<str> {
-    let mut s = serde_json::to_string(msg).unwrap_or_default();
-    s.push('\n');
-    s.into()
+    let mut s = text::to_json_line(msg).unwrap_or_default();
+    s.push(b'\n');
+    String::from_utf8(s).unwrap_or_default().into()
 }
 
 /// Bind `RUN_DIR/control.sock`. A socket left by a dead run (nothing listening) is

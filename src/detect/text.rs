@@ -1,76 +1,12 @@
 //! Small text helpers shared by the classifiers: cleaning a raw log line and
 //! bounding the size of what we keep.
 
-use std::borrow::Cow;
+pub use crate::model::text::strip_ansi;
 
 /// Longest line (in bytes) kept in evidence, tails and messages. Servers can
 /// print megabyte lines (a dumped tensor, a giant prompt); we keep enough to
 /// read the cause, not the whole thing.
 pub const MAX_KEPT_LINE: usize = 4096;
-
-/// Removes ANSI escape sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL|ST`,
-/// and two-byte `ESC x`). Lines without ESC are borrowed untouched, which is
-/// the common case and keeps classification allocation-free.
-pub fn strip_ansi(line: &str) -> Cow<'_, str> {
-    let bytes = line.as_bytes();
-    let Some(first) = bytes.iter().position(|&b| b == 0x1b) else {
-        return Cow::Borrowed(line);
-    };
-    // Work on bytes but only ever skip ASCII bytes, so every cut falls on a
-    // char boundary and the kept pieces are valid UTF-8 slices of `line`.
-    let mut out = String::with_capacity(line.len());
-    let mut kept_from = 0;
-    let mut i = first;
-    while i < bytes.len() {
-        if bytes[i] != 0x1b {
-            i += 1;
-            continue;
-        }
-        out.push_str(line.get(kept_from..i).unwrap_or_default());
-        i += 1;
-        match bytes.get(i) {
-            Some(b'[') => {
-                i += 1;
-                // Parameters and intermediates, then one final byte in @..~.
-                while let Some(&b) = bytes.get(i) {
-                    if !b.is_ascii() {
-                        break;
-                    }
-                    i += 1;
-                    if (0x40..=0x7e).contains(&b) {
-                        break;
-                    }
-                }
-            }
-            Some(b']') => {
-                i += 1;
-                // OSC ends with BEL or ESC \.
-                while let Some(&b) = bytes.get(i) {
-                    if !b.is_ascii() {
-                        break;
-                    }
-                    if b == 0x07 {
-                        i += 1;
-                        break;
-                    }
-                    if b == 0x1b {
-                        i += 1;
-                        if bytes.get(i) == Some(&b'\\') {
-                            i += 1;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-            Some(b) if b.is_ascii() => i += 1,
-            _ => {}
-        }
-        kept_from = i;
-    }
-    out.push_str(line.get(kept_from..).unwrap_or_default());
-    Cow::Owned(out)
-}
 
 /// The line as a person should read it: escapes stripped, carriage-return
 /// progress redraws reduced to the last one, whitespace trimmed, and capped at
@@ -129,6 +65,7 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
 
     #[test]
     fn strips_colour_and_osc() {

@@ -59,7 +59,7 @@ impl Engine {
         // The server's whole tree carries the run's tag, so a resume finds it
         // even if this process is killed before `server.pid` is written.
         env.push((super::process::RUN_TAG.into(), self.run_tag.clone()));
-        let command = crate::plan::template::join_words(&argv);
+        let command = crate::plan::template::command_line(&argv, config.shell);
         self.emit(Event::ConfigStarting {
             at: Timestamp::now(),
             config: config.id.clone(),

@@ -1,11 +1,13 @@
 //! The results as files: CSV and JSON (one record per cell, every field) and
-//! Markdown (the dashboard's grid, then every metric of every cell). Columns
+//! Markdown (the dashboard's grid, each failure's kind and message, then every
+//! metric of every cell). Columns
 //! come from the metric table and the grid from [`crate::view::grid`], so an
 //! export says what the dashboard says. Never recomputes a metric.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use crate::model::text;
 use crate::model::{CellRecord, Failure, Metric, METRICS};
 use crate::plan::Plan;
 use crate::view::grid::{CellView, Grid, Row, ValueMode};
@@ -92,7 +94,9 @@ impl Column {
 
     fn value(&self, r: &CellRecord) -> String {
         match self {
-            Column::Record((_, f)) => f(r),
+            // Text a server wrote reaches these (the failure message): made
+            // inert for terminals and spreadsheets.
+            Column::Record((_, f)) => text::spreadsheet_string(f(r)),
             Column::Metric(m) => r.metrics.as_ref().map(|v| m.exact(v)).unwrap_or_default(),
         }
     }
@@ -103,7 +107,7 @@ impl Column {
 pub fn render(format: Format, plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
     match format {
         Format::Csv => csv(records),
-        Format::Json => serde_json::to_string_pretty(records).unwrap_or_default() + "\n",
+        Format::Json => text::to_json_pretty(records).unwrap_or_default() + "\n",
         Format::Md => markdown(plan, records),
     }
 }
@@ -121,8 +125,8 @@ pub fn csv(records: &[CellRecord]) -> String {
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
-fn md_cell(text: &str) -> String {
-    text.replace('|', "\\|").replace(['\n', '\r'], " ")
+fn md_cell(s: &str) -> String {
+    text::display(s).replace('|', "\\|")
 }
 
 /// The grid (rows: configs by phase; columns: workload × context ×
@@ -161,6 +165,25 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
             let _ = write!(s, " {} |", md_cell(cell.label()));
         }
         s.push('\n');
+    }
+    let mut failed: Vec<&CellRecord> = records.iter().filter(|r| r.failure.is_some()).collect();
+    if !failed.is_empty() {
+        failed.sort_by(|a, b| a.cell.cmp(&b.cell));
+        let _ = writeln!(
+            s,
+            "\n## Failures\n\n| cell | kind | message |\n|---|---|---|"
+        );
+        for r in failed {
+            if let Some(f) = &r.failure {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} |",
+                    md_cell(&r.cell),
+                    f.kind.as_str(),
+                    md_cell(&f.message)
+                );
+            }
+        }
     }
     let _ = writeln!(s, "\n## Every metric\n");
     let mut header = String::from("| cell | status |");
@@ -237,9 +260,46 @@ mod tests {
                 metric.key
             );
         }
-        // A message with commas, quotes and a newline stays one field.
+        // A message with commas, quotes and a newline stays one field, made
+        // inert for a spreadsheet (a leading `'`) and shown on one line.
         let msg = header.iter().position(|h| h == "failure_message").unwrap();
-        assert_eq!(&rows[1][msg], "=cmd, \"quoted\"\nsecond line");
+        assert_eq!(&rows[1][msg], "'=cmd, \"quoted\" second line");
+    }
+
+    /// Every hostile string as a failure message, in every export: no
+    /// control, escape or direction character, no cell a spreadsheet would
+    /// run, and the JSON still holds the message exactly.
+    #[test]
+    fn hostile_server_text_is_inert_in_every_export() {
+        let dangerous =
+            |c: char| c.is_control() && c != '\n' || ('\u{202A}'..='\u{202E}').contains(&c);
+        for (i, hostile) in crate::model::text::HOSTILE.iter().enumerate() {
+            let records = vec![sample_record(
+                &format!("a/code-ctx1024-c{i}"),
+                Status::Failed,
+                hostile,
+            )];
+            let csv_text = csv(&records);
+            assert!(
+                !csv_text.chars().any(dangerous),
+                "{hostile:?} → {csv_text:?}"
+            );
+            let mut reader = csv::Reader::from_reader(csv_text.as_bytes());
+            for row in reader.records() {
+                for cell in row.unwrap().iter() {
+                    assert!(
+                        !cell.trim_start().starts_with(['=', '+', '-', '@']),
+                        "{hostile:?} → {cell:?}"
+                    );
+                }
+            }
+            let md = markdown(None, &records);
+            assert!(!md.chars().any(dangerous), "{hostile:?} → {md:?}");
+            let json = render(Format::Json, None, &records);
+            assert!(!json.chars().any(dangerous), "{hostile:?} → {json:?}");
+            let back: Vec<CellRecord> = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, records);
+        }
     }
 
     #[test]
@@ -274,5 +334,11 @@ accept_len,gpu_mem_peak_mib,gpu_util_mean,started_at,finished_at";
             "{md}"
         );
         assert!(md.contains("| tp1 | b | ILL-INSTR |"), "{md}");
+        assert!(
+            md.contains(
+                "| b/code-ctx1024-c1 | cuda_illegal_instruction | =cmd, \"quoted\" second line |"
+            ),
+            "{md}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! "N/A" for any metric the card did not report.
 
 use super::{GpuProcess, GpuSample, GpuSnapshot};
+use crate::model::text::display;
 
 const NA: &str = "N/A";
 
@@ -63,7 +64,7 @@ pub fn render_table(snap: &GpuSnapshot) -> String {
 fn row(gpu: &GpuSample) -> [String; 8] {
     [
         gpu.index.to_string(),
-        gpu.name.clone(),
+        display(&gpu.name).into_owned(),
         gpu.util_pct.map_or_else(na, |u| format!("{u}%")),
         pair(gpu.mem_used_mib, gpu.mem_total_mib, |v| v.to_string()),
         gpu.temp_c.map_or_else(na, |t| format!("{t}C")),
@@ -94,7 +95,7 @@ fn processes(procs: &[GpuProcess]) -> String {
         .map(|p| {
             let mem = p.used_mib.map_or_else(na, |m| format!("{m} MiB"));
             let mark = if p.ours { "*" } else { "" };
-            format!("{}{mark} {} ({mem})", p.pid, p.name)
+            format!("{}{mark} {} ({mem})", p.pid, display(&p.name))
         })
         .collect::<Vec<_>>()
         .join(", ")

@@ -1,7 +1,7 @@
 //! The data every part of sweeptop speaks, and nothing else: events, cell
 //! records and their statuses, failures and their kinds, per-cell metrics and
 //! the one metric table, GPU snapshots, raw request records, run metadata,
-//! user commands, and the timestamp type. Most of it is written to the run
+//! user commands, the timestamp type, and the sanitiser for untrusted text. Most of it is written to the run
 //! directory or sent over the control socket, so its serde form is a contract.
 //!
 //! This module does no I/O and imports nothing else from the crate; every other
@@ -15,6 +15,7 @@ mod metrics;
 mod record;
 mod request;
 mod run;
+pub mod text;
 mod time;
 
 pub use command::{Command, COMMAND_FORMS};

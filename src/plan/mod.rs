@@ -152,7 +152,8 @@ pub struct Config {
     pub phase: String,
     pub axes: IndexMap<String, String>,
     /// argv with the runtime placeholders (`{port}`, `{host}`, `{run_dir}`,
-    /// `{sweeptop}`) still to fill.
+    /// `{sweeptop}`) still to fill; with `shell`, one word: the command as
+    /// written, for `sh -c`.
     pub argv: Vec<String>,
     pub shell: bool,
     pub env: IndexMap<String, String>,
@@ -967,7 +968,15 @@ fn build_config(
     let mut argv = Vec::new();
     let words = template::split_words(raw.server.command.get_ref())
         .map_err(|e| ctx.err(cmd_span.clone(), e))?;
-    for w in &words {
+    if raw.server.shell {
+        // The shell reads the command as written (its quotes, pipes and `;`),
+        // with the placeholders filled in: one word, run by `sh -c`.
+        let filled = resolve(raw.server.command.get_ref(), cmd_span.clone())?;
+        if !filled.trim().is_empty() {
+            argv.push(filled);
+        }
+    }
+    for w in words.iter().filter(|_| !raw.server.shell) {
         let filled = resolve(w, cmd_span.clone())?;
         // A word that was only a placeholder and came out empty is dropped, so an
         // optional `{extra_args}` can be empty. A filled value with spaces is
@@ -1058,7 +1067,7 @@ pub fn describe(plan: &Plan) -> String {
                     per_config.get(c.id.as_str()).copied().unwrap_or(0),
                     if c.baseline { "  (baseline)" } else { "" }
                 );
-                let _ = writeln!(s, "      $ {}", template::join_words(&c.argv));
+                let _ = writeln!(s, "      $ {}", template::command_line(&c.argv, c.shell));
             }
         }
     }

@@ -89,6 +89,16 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
 }
 
 /// The words as one command line a shell would split back into them.
+/// A server command as a person reads it: quoted words, or with `shell` the
+/// script `sh -c` runs.
+pub fn command_line(argv: &[String], shell: bool) -> String {
+    if shell {
+        argv.join(" ")
+    } else {
+        join_words(argv)
+    }
+}
+
 pub fn join_words(argv: &[String]) -> String {
     shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
 }

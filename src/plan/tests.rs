@@ -192,3 +192,32 @@ fn the_bundled_plans_are_valid() {
         .iter()
         .any(|a| a.contains("fault")));
 }
+
+#[test]
+fn a_shell_command_reaches_the_shell_as_written() {
+    // Quotes, pipes and `;` are the shell's; only placeholders are filled.
+    let plan = parse(
+        r#"
+name = "sh"
+[server]
+shell = true
+command = "printf '%s  %s\n' 'a b' \"{tp}\" | tr a x; exec srv --port {port} --tp {tp}"
+port = "auto"
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+[[phases]]
+id = "p"
+[phases.matrix]
+tp = [2]
+"#,
+    )
+    .unwrap();
+    assert_eq!(
+        plan.configs[0].argv,
+        ["printf '%s  %s\n' 'a b' \"2\" | tr a x; exec srv --port {port} --tp 2"]
+    );
+    let line = super::template::command_line(&plan.configs[0].argv, true);
+    assert!(line.starts_with("printf '%s  %s\n' 'a b'"), "{line}");
+}

@@ -9,6 +9,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use crate::model::text;
 use crate::model::{CellRecord, Event, GpuSnapshot, RunMeta, RunState, Timestamp};
 
 pub const RESULTS: &str = "results.jsonl";
@@ -190,7 +191,7 @@ impl RunDir {
 
     /// Append one finished cell and make it durable before returning.
     pub fn append_result(&mut self, record: &CellRecord) -> Result<(), StoreError> {
-        let mut line = serde_json::to_vec(record)
+        let mut line = text::to_json_line(record)
             .map_err(|e| StoreError::Invalid(format!("cannot encode result: {e}")))?;
         line.push(b'\n');
         let p = self.path.join(RESULTS);
@@ -206,7 +207,7 @@ impl RunDir {
     /// Record an event (not log lines or GPU samples: those have their own files).
     pub fn append_event(&mut self, event: &Event) -> Result<(), StoreError> {
         let p = self.path.join(EVENTS);
-        let mut line = serde_json::to_vec(event)
+        let mut line = text::to_json_line(event)
             .map_err(|e| StoreError::Invalid(format!("cannot encode event: {e}")))?;
         line.push(b'\n');
         crash_torn("events.torn", &mut self.events, &line);
@@ -305,7 +306,7 @@ impl GpuLog {
             return;
         }
         self.last_ms = Some(snap.at_ms);
-        if serde_json::to_writer(&mut *f, snap).is_ok() {
+        if text::write_json_line(&mut *f, snap).is_ok() {
             let _ = f.write_all(b"\n");
             let _ = f.flush();
         }
@@ -451,7 +452,7 @@ pub fn read_meta(dir: &Path) -> Result<RunMeta, StoreError> {
 }
 
 fn write_meta(dir: &Path, meta: &RunMeta) -> Result<(), StoreError> {
-    let text = serde_json::to_string_pretty(meta)
+    let text = text::to_json_pretty(meta)
         .map_err(|e| StoreError::Invalid(format!("cannot encode run.json: {e}")))?;
     // Write-then-rename so a crash never leaves a half-written run.json.
     let tmp = dir.join(META_TMP);

@@ -8,7 +8,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::{io_err, StoreError};
-use crate::model::RequestRecord;
+use crate::model::{text, RequestRecord};
 
 /// Files over this size are compressed when the cell ends.
 pub const COMPRESS_ABOVE: u64 = 1 << 20;
@@ -44,7 +44,7 @@ impl RequestsWriter {
             return;
         };
         self.line.clear();
-        if let Err(e) = serde_json::to_writer(&mut self.line, rec) {
+        if let Err(e) = text::write_json_line(&mut self.line, rec) {
             self.error = Some(StoreError::Invalid(format!(
                 "cannot encode a request record: {e}"
             )));

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
+use crate::model::text::{display, display_string};
 use crate::model::{CellRecord, Event, GpuSnapshot, GpuStatus, Level, LogMark, Status, Timestamp};
 use crate::plan::Plan;
 
@@ -90,6 +91,12 @@ pub struct Running {
     pub cell: String,
     pub config: String,
     pub since: Timestamp,
+}
+
+/// `s` as it may be shown: untrusted text (server logs, HTTP bodies, process
+/// names) is sanitised once, where it enters the view model.
+fn shown(s: &mut String) {
+    *s = display_string(std::mem::take(s));
 }
 
 /// How a log line is drawn.
@@ -268,7 +275,7 @@ impl ViewState {
                         index: *index,
                         total: *total,
                         attempt: *attempt,
-                        command: command.clone(),
+                        command: display(command).into_owned(),
                         server: Server::Starting,
                         at: *at,
                     });
@@ -289,7 +296,7 @@ impl ViewState {
                     Server::Ready {
                         after_s: *after_s,
                         context_limit: *context_limit,
-                        model: model.clone(),
+                        model: display(model).into_owned(),
                     },
                 );
                 self.note(config, ev);
@@ -366,14 +373,14 @@ impl ViewState {
             }
             Event::Notice { level, message, .. } => {
                 if *level != Level::Info {
-                    self.last_notice = Some((*level, message.clone()));
+                    self.last_notice = Some((*level, display(message).into_owned()));
                 }
                 self.note_current(ev);
             }
             Event::Gpu { snapshot } => self.gpu_sample(snapshot),
             Event::Log { config, line, mark } => self.log.push(LogLine {
                 config: config.clone(),
-                text: line.clone(),
+                text: display(line).into_owned(),
                 kind: match mark {
                     LogMark::Plain => LineKind::Plain,
                     LogMark::Failure => LineKind::Failure,
@@ -409,7 +416,12 @@ impl ViewState {
     }
 
     /// A finished cell: it replaces an older record of the same cell, never a newer one.
-    pub fn record(&mut self, record: CellRecord) {
+    /// Its failure's text is kept as it may be shown ([`display`]).
+    pub fn record(&mut self, mut record: CellRecord) {
+        if let Some(f) = &mut record.failure {
+            shown(&mut f.message);
+            f.evidence.iter_mut().for_each(shown);
+        }
         if let Some(old) = self.records.get(&record.cell) {
             if old.finished_at > record.finished_at {
                 return;
@@ -486,14 +498,17 @@ impl ViewState {
         {
             return;
         }
-        for g in &snap.gpus {
+        let mut snap = snap.clone();
+        for g in &mut snap.gpus {
+            shown(&mut g.name);
+            g.processes.iter_mut().for_each(|p| shown(&mut p.name));
             let h = self.gpu.util.entry(g.index).or_default();
             if h.len() == GPU_HISTORY {
                 h.pop_front();
             }
             h.push_back(g.util_pct.map(|u| u.min(100) as u8));
         }
-        self.gpu.latest = Some(snap.clone());
+        self.gpu.latest = Some(snap);
     }
 
     /// sweeptop's own line in the log pane, worded as the headless progress.
@@ -846,5 +861,59 @@ mod tests {
             .filter(|l| l.kind == LineKind::Failure)
             .count();
         assert_eq!(marked, LOG_LINES / 2);
+    }
+
+    /// Server text reaches every view through this model: whatever a log
+    /// line, a failure or a notice carried, what is kept to be shown has no
+    /// control, escape or direction character.
+    #[test]
+    fn untrusted_text_is_kept_as_it_may_be_shown() {
+        let dangerous = |s: &str| {
+            s.chars()
+                .any(|c| c.is_control() || ('\u{202A}'..='\u{202E}').contains(&c))
+        };
+        let mut v = ViewState::default();
+        for (i, hostile) in crate::model::text::HOSTILE.iter().enumerate() {
+            v.apply(&Event::Log {
+                config: "a".into(),
+                line: hostile.to_string(),
+                mark: LogMark::Failure,
+            });
+            v.apply(&Event::Notice {
+                at: at(i as u32),
+                level: Level::Warn,
+                message: hostile.to_string(),
+            });
+            let mut r = rec(&format!("a/c{i}"), "a", Status::Failed, i as u32);
+            r.failure = Some(
+                crate::model::Failure::new(
+                    crate::model::FailureKind::CudaIllegalInstruction,
+                    crate::model::FailureSource::ServerLog,
+                    *hostile,
+                )
+                .with_evidence(vec![hostile.to_string()]),
+            );
+            v.apply(&Event::CellFinished {
+                at: at(i as u32),
+                record: Box::new(r),
+            });
+            let f = v.records[&format!("a/c{i}")].failure.clone().unwrap();
+            assert!(
+                !dangerous(&f.message) && !dangerous(&f.evidence[0]),
+                "{hostile:?} → {f:?}"
+            );
+            assert!(
+                !dangerous(&v.last_notice.as_ref().unwrap().1),
+                "{hostile:?}"
+            );
+        }
+        for line in &v.log.lines {
+            assert!(!dangerous(&line.text), "{:?}", line.text);
+        }
+        assert!(v
+            .log
+            .lines
+            .iter()
+            .any(|l| l.text.contains("real cause fake: all fine")));
     }
 }

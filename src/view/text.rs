@@ -1,7 +1,9 @@
 //! Events and metrics in words: the one formatter behind progress lines
 //! (`--headless`, `attach --headless`, `progress.log`), the dashboard's own
-//! notes in the log pane, the details view and `loadtest`'s report.
+//! notes in the log pane, the details view and `loadtest`'s report. Every
+//! line it returns has passed [`display_string`]: server text cannot drive a terminal.
 
+use crate::model::text::display_string;
 use crate::model::{describe_exit, families, CellRecord, Event, Level, Metrics, Status, Value};
 
 use super::grid::{CellView, ValueMode};
@@ -95,10 +97,13 @@ pub fn line(ev: &Event) -> Option<String> {
         }
         Event::CellStarted { .. } | Event::Log { .. } | Event::Gpu { .. } => return None,
     };
-    Some(match ev.at() {
+    // Server text (log lines, failure messages), plan names and control
+    // clients' words all pass through here: one sanitiser for every line.
+    let text = match ev.at() {
         Some(at) => format!("{} {text}", at.clock()),
         None => text,
-    })
+    };
+    Some(display_string(text))
 }
 
 /// A finished cell in a few words: `ok  389.2 tok/s  ttft p50 85ms …`,
