@@ -439,4 +439,6 @@ pub fn is_live(run_dir: &Path) -> bool {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;

@@ -23,6 +23,8 @@ mod validate;
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;

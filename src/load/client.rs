@@ -345,7 +345,7 @@ struct Usage {
     completion_tokens: Option<u64>,
 }
 
-fn handle_event(
+pub(super) fn handle_event(
     data: &[u8],
     now: u64,
     rec: &mut RequestRecord,

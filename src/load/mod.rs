@@ -5,6 +5,8 @@
 pub mod client;
 pub mod conn;
 mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod metrics;
 pub mod prompt;
 pub mod spec;

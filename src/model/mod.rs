@@ -32,3 +32,18 @@ pub use time::Timestamp;
 pub(crate) use metrics::sample as sample_metrics;
 #[cfg(test)]
 pub(crate) use record::sample as sample_record;
+
+/// The property tests' settings: 400 cases a run (`PROPTEST_CASES=N` for a
+/// longer search), failures reported, not saved into the source tree.
+#[cfg(test)]
+pub(crate) fn fuzz_config() -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..Default::default()
+    }
+}

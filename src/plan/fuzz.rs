@@ -136,7 +136,7 @@ fn located(e: &PlanError, source: &str) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(crate::model::fuzz_config())]
 
     #[test]
     fn any_text_is_a_plan_or_a_located_error(source in "\\PC{0,400}") {
