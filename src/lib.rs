@@ -11,7 +11,7 @@
 //!
 //! | layer | module | what lives there |
 //! | --- | --- | --- |
-//! | 0 | [`model`] | the data everything speaks: events, cell records, failures and their kinds, metrics and **the one metric table**, GPU snapshots, request records, run state, commands, timestamps |
+//! | 0 | [`model`] | the data everything speaks: events, cell records, failures and their kinds, metrics and **the one metric table**, GPU snapshots, request records, run state, commands, timestamps, and **the one sanitiser** for text from outside (`model::text`) |
 //! | 1 | [`plan`] | the plan file: schema, `file:line:col` errors, expansion into configs and cells |
 //! | 1 | [`detect`] | classifying server log lines, HTTP error bodies and exits; the validator that alone decides `ok` |
 //! | 1 | [`load`] | the streaming client, exact-length prompts, per-request timings, per-cell metrics |
