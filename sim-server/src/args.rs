@@ -18,9 +18,16 @@ pub struct SimArgs {
     /// Model name served (requests naming another model get 404).
     #[arg(long, default_value = "sim-model")]
     pub model: String,
-    /// Context limit: prompt + max_tokens above this is rejected with 400.
+    /// Context limit: prompt + max_tokens above this is rejected with 400
+    /// (see --clamp-max-tokens).
     #[arg(long, default_value_t = 32768, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
     pub max_model_len: u64,
+    /// As vLLM 0.32 does: a prompt that fits while prompt + max_tokens does
+    /// not is answered 200 with max_tokens silently lowered to what the
+    /// context has left (only a prompt over the limit, or max_tokens alone
+    /// over it, is a 400).
+    #[arg(long)]
+    pub clamp_max_tokens: bool,
     /// Tensor-parallel size: speeds decoding up, adds NCCL lines and per-rank errors.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub tp: u32,

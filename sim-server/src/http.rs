@@ -303,11 +303,14 @@ async fn completion(
         };
         Ok::<_, String>((prompt, max, stream, include_usage))
     })();
-    let (prompt, max, stream, include_usage) = match parsed {
+    let (prompt, mut max, stream, include_usage) = match parsed {
         Ok(p) => p,
         Err(e) => return bad_request(shared, &e),
     };
     let limit = shared.args.max_model_len;
+    if shared.args.clamp_max_tokens && prompt < limit && max <= limit {
+        max = max.min(limit - prompt);
+    }
     if prompt.saturating_add(max) > limit {
         return bad_request(
             shared,

@@ -159,12 +159,14 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             .map(|e| crate::detect::request_failure(e).message)
             .take(5)
             .collect();
+        let warning = crate::detect::short_output(&run, &metrics, limit);
         if args.json {
             let mut v = serde_json::to_value(&metrics)?;
             v["prompt_tokens_target"] = args.prompt_tokens.into();
             v["prompt_tokens_measured"] = measured.into();
             v["context_limit"] = limit.into();
             v["errors"] = errors.into();
+            v["warning"] = serde_json::to_value(&warning)?;
             super::print(&format!("{}\n", crate::model::text::to_json_pretty(&v)?))?;
         } else {
             let mut text = format!(
@@ -178,6 +180,9 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             // length without speculative decoding) is left out.
             for (name, value) in metric_lines(&metrics, false) {
                 text.push_str(&format!("{name:<20} {value}\n"));
+            }
+            if let Some(w) = &warning {
+                text.push_str(&format!("warning: {}\n", display(&w.message)));
             }
             for e in &errors {
                 text.push_str(&format!("error: {}\n", display(&e.to_string())));

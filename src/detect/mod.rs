@@ -38,7 +38,9 @@ pub use exit::classify_exit;
 pub use http::{classify_http, classify_stream_error, context_numbers, is_overflow_message};
 pub use log::{classify_line, LineClass, LogPatterns, LogWatch, EVIDENCE_CONTEXT, TAIL_KEEP};
 pub use text::{clean_line, strip_ansi};
-pub use validate::{looks_like_server_gone, request_failure, validate, zero_tokens, ServerHealth};
+pub use validate::{
+    looks_like_server_gone, request_failure, short_output, validate, zero_tokens, ServerHealth,
+};
 
 /// What `sweeptop classify` reports for a piece of text.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -3,7 +3,9 @@
 
 use super::{classify_http, classify_stream_error};
 use crate::load::CellRun;
-use crate::model::{Failure, FailureKind, FailureSource, Metrics, RequestError};
+use crate::model::{
+    thousands, ContextNumbers, Failure, FailureKind, FailureSource, Metrics, RequestError,
+};
 
 /// What the engine knows about the server during the cell.
 pub struct ServerHealth {
@@ -18,6 +20,7 @@ pub fn validate(
     health: &ServerHealth,
     max_error_rate: f64,
     fail_short: bool,
+    context_limit: Option<u64>,
 ) -> Result<(), Failure> {
     if let Some(f) = &health.died {
         return Err(f.clone());
@@ -50,25 +53,75 @@ pub fn validate(
         );
         return Err(chosen);
     }
-    if fail_short && metrics.short_requests > 0 {
-        let asked = run.stats.max_tokens;
-        let got: Vec<String> = run
-            .stats
-            .short_examples
-            .iter()
-            .map(u64::to_string)
-            .collect();
-        return Err(Failure::new(FailureKind::ContextOverflow, FailureSource::Client, format!(
-                "{} of {} requests returned fewer tokens than the {asked} asked ({}): the server shortened them, usually for lack of context",
-                metrics.short_requests,
-                metrics.requests,
-                got.join(", ")
-            )));
+    if fail_short {
+        if let Some(short) = short_output(run, metrics, context_limit) {
+            return Err(short);
+        }
     }
     if !metrics.has_tokens() {
         return Err(zero_tokens(metrics.requests));
     }
     Ok(())
+}
+
+/// Successful requests that returned fewer tokens than they asked for: what
+/// a cell's numbers must be read with (or its failure, when the plan says
+/// so). The message gives how many and how short; when the server's context
+/// is known and the longest prompt plus `max_tokens` exceeds it, that is
+/// named as the reason and its numbers kept (vLLM, for one, lowers
+/// `max_tokens` silently to what the context has left).
+pub fn short_output(
+    run: &CellRun,
+    metrics: &Metrics,
+    context_limit: Option<u64>,
+) -> Option<Failure> {
+    if metrics.short_requests == 0 {
+        return None;
+    }
+    let ok = metrics.requests - metrics.failed_requests;
+    let asked = run.stats.max_tokens;
+    let tokens = match metrics.output_tokens_asked {
+        Some(total) => format!(
+            "{} of {} tokens",
+            thousands(metrics.output_tokens),
+            thousands(total)
+        ),
+        None => format!("{} tokens", thousands(metrics.output_tokens)),
+    };
+    let examples: Vec<String> = run
+        .stats
+        .short_examples
+        .iter()
+        .map(u64::to_string)
+        .collect();
+    let mut message =
+        format!(
+        "{} of {ok} requests returned fewer tokens than the {asked} asked ({}{}; {tokens} in all)",
+        metrics.short_requests,
+        examples.join(", "),
+        if metrics.short_requests as usize > examples.len() { ", …" } else { "" },
+    );
+    let prompt = metrics.prompt_tokens_max;
+    let context = match (context_limit, prompt) {
+        (Some(limit), Some(p)) if p + u64::from(asked) > limit => {
+            message.push_str(&format!(
+                ": prompt {} + {asked} asked > context {}",
+                thousands(p),
+                thousands(limit)
+            ));
+            Some(ContextNumbers {
+                limit: Some(limit),
+                prompt_tokens: Some(p),
+                output_tokens: Some(u64::from(asked)),
+                total_tokens: None,
+            })
+        }
+        _ => None,
+    };
+    Some(
+        Failure::new(FailureKind::ShortOutput, FailureSource::Client, message)
+            .with_context(context),
+    )
 }
 
 /// Requests that completed without a token: never a measurement.
@@ -151,7 +204,7 @@ mod tests {
             in_flight: 0,
         };
         let m = run.stats.metrics(run.wall_ns);
-        validate(&run, &m, &ServerHealth { died }, rate, fail_short)
+        validate(&run, &m, &ServerHealth { died }, rate, fail_short, Some(20))
     }
 
     #[test]
@@ -198,15 +251,54 @@ mod tests {
     }
 
     #[test]
-    fn short_requests_are_counted_or_fail_as_the_plan_says() {
+    fn short_requests_are_a_warning_or_fail_as_the_plan_says() {
         let records = vec![rec(8, 8, None), rec(5, 8, None)];
         assert!(judge(records.clone(), None, 0.0, false).is_ok());
-        let f = judge(records, None, 0.0, true).unwrap_err();
-        assert_eq!(f.kind, FailureKind::ContextOverflow);
-        assert!(
-            f.message.contains("fewer tokens than the 8 asked (5)"),
-            "{}",
-            f.message
+        let f = judge(records.clone(), None, 0.0, true).unwrap_err();
+        assert_eq!(f.kind, FailureKind::ShortOutput);
+        assert_eq!(
+            f.message,
+            "1 of 2 requests returned fewer tokens than the 8 asked (5; 13 of 16 tokens in all)"
         );
+        // With the context known (20) and prompt 10 + 8 asked inside it, no reason is guessed.
+        assert_eq!(f.context, None);
+        // Prompt 14 + 8 > 20: the context is the reason, with its numbers.
+        let long: Vec<RequestRecord> = records
+            .into_iter()
+            .map(|r| RequestRecord {
+                prompt_tokens: Some(14),
+                ..r
+            })
+            .collect();
+        let mut stats = CellStats::new();
+        long.iter().for_each(|r| stats.add(r));
+        let run = CellRun {
+            stats,
+            wall_ns: 1_000_000_000,
+            stalled_for: None,
+            in_flight: 0,
+        };
+        let m = run.stats.metrics(run.wall_ns);
+        let w = short_output(&run, &m, Some(20)).unwrap();
+        assert!(
+            w.message.ends_with(": prompt 14 + 8 asked > context 20"),
+            "{}",
+            w.message
+        );
+        let n = w.context.unwrap();
+        assert_eq!(
+            (n.limit, n.prompt_tokens, n.output_tokens),
+            (Some(20), Some(14), Some(8))
+        );
+        // Nothing short, nothing to say.
+        let mut stats = CellStats::new();
+        stats.add(&rec(8, 8, None));
+        let run = CellRun {
+            stats,
+            wall_ns: 1,
+            stalled_for: None,
+            in_flight: 0,
+        };
+        assert!(short_output(&run, &run.stats.metrics(1), Some(20)).is_none());
     }
 }

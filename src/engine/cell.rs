@@ -91,8 +91,18 @@ impl Engine {
             &health,
             limits.max_error_rate,
             limits.short_requests == ShortRequests::Fail,
+            live.context_limit,
         ) {
-            Ok(()) => CellEnd::Done(outcome::ok(cell, started_at, metrics)),
+            Ok(()) => {
+                let mut record = outcome::ok(cell, started_at, metrics);
+                if limits.short_requests == ShortRequests::Flag {
+                    record.warning = record
+                        .metrics
+                        .as_ref()
+                        .and_then(|m| detect::short_output(&run, m, live.context_limit));
+                }
+                CellEnd::Done(record)
+            }
             Err(f) => {
                 if health.died.is_some() {
                     CellEnd::ServerDied(failed(f.clone()), f)

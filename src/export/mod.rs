@@ -59,19 +59,48 @@ const TAIL: &[RecordColumn] = &[
     ("finished_at", |r| r.finished_at.to_string()),
 ];
 
+/// Record columns added later: (CSV generation, column), placed after that
+/// generation's metrics.
+const LATER: &[(u8, RecordColumn)] = &[
+    (
+        3,
+        ("warning_kind", |r| {
+            r.warning
+                .as_ref()
+                .map(|w| w.kind.as_str().to_string())
+                .unwrap_or_default()
+        }),
+    ),
+    (
+        3,
+        ("warning_message", |r| {
+            r.warning
+                .as_ref()
+                .map(|w| w.message.clone())
+                .unwrap_or_default()
+        }),
+    ),
+];
+
 /// Every column of the CSV, in order: the record's, the metrics of the first
-/// CSV generation, the times, then each later generation's metrics (so a
-/// column never moves when metrics are added).
+/// CSV generation, the times, then each later generation's metrics and record
+/// columns (so a column never moves when columns are added).
 fn columns() -> Vec<Column> {
     let generation = |g: u8| {
-        METRICS
+        let metrics = METRICS
             .iter()
             .filter(move |m| m.csv_since == g)
-            .map(Column::Metric)
+            .map(Column::Metric);
+        let record = LATER
+            .iter()
+            .filter(move |(since, _)| *since == g)
+            .map(|(_, c)| Column::Record(*c));
+        metrics.chain(record)
     };
     let later = METRICS
         .iter()
         .map(|m| m.csv_since)
+        .chain(LATER.iter().map(|(g, _)| *g))
         .filter(|&g| g > 1)
         .max()
         .unwrap_or(1);
@@ -166,23 +195,35 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
         }
         s.push('\n');
     }
-    let mut failed: Vec<&CellRecord> = records.iter().filter(|r| r.failure.is_some()).collect();
-    if !failed.is_empty() {
-        failed.sort_by(|a, b| a.cell.cmp(&b.cell));
+    let mut ordered: Vec<&CellRecord> = records.iter().collect();
+    ordered.sort_by(|a, b| a.cell.cmp(&b.cell));
+    type Pick = fn(&CellRecord) -> Option<&Failure>;
+    let sections: [(&str, Pick); 2] = [
+        ("Failures", |r| r.failure.as_ref()),
+        ("Warnings (ok cells to read with care)", |r| {
+            r.warning.as_ref()
+        }),
+    ];
+    for (title, pick) in sections {
+        let said: Vec<(&CellRecord, &Failure)> = ordered
+            .iter()
+            .filter_map(|r| pick(r).map(|f| (*r, f)))
+            .collect();
+        if said.is_empty() {
+            continue;
+        }
         let _ = writeln!(
             s,
-            "\n## Failures\n\n| cell | kind | message |\n|---|---|---|"
+            "\n## {title}\n\n| cell | kind | message |\n|---|---|---|"
         );
-        for r in failed {
-            if let Some(f) = &r.failure {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} |",
-                    md_cell(&r.cell),
-                    f.kind.as_str(),
-                    md_cell(&f.message)
-                );
-            }
+        for (r, f) in said {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} |",
+                md_cell(&r.cell),
+                f.kind.as_str(),
+                md_cell(&f.message)
+            );
         }
     }
     let _ = writeln!(s, "\n## Every metric\n");
@@ -193,15 +234,16 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
         rule.push_str("---:|");
     }
     let _ = writeln!(s, "{header}\n{rule}");
-    let mut ordered: Vec<&CellRecord> = records.iter().collect();
-    ordered.sort_by(|a, b| a.cell.cmp(&b.cell));
     for r in ordered {
         let status = CellView::of_record(r, mode, None, false);
         let status = match &status {
-            CellView::Value { .. } => r.status.as_str(),
-            other => other.label(),
+            CellView::Value { .. } => r.status.as_str().to_string(),
+            CellView::Flagged { mark, badge, .. } => {
+                format!("ok, {} {mark}", badge.to_lowercase())
+            }
+            other => other.label().to_string(),
         };
-        let _ = write!(s, "| {} | {} |", md_cell(&r.cell), md_cell(status));
+        let _ = write!(s, "| {} | {} |", md_cell(&r.cell), md_cell(&status));
         for m in METRICS {
             let v = r.metrics.as_ref().map(|v| m.human(v)).unwrap_or_default();
             let _ = write!(s, " {} |", md_cell(&v));
@@ -313,9 +355,10 @@ accept_len,gpu_mem_peak_mib,gpu_util_mean,started_at,finished_at";
         let header = csv(&[]);
         assert!(header.starts_with(first), "{header}");
         assert!(
-            header
-                .trim_end()
-                .ends_with(",decode_tok_s_mean,ttft_ms_mean,itl_ms_p90,itl_ms_mean"),
+            header.trim_end().ends_with(
+                ",decode_tok_s_mean,ttft_ms_mean,itl_ms_p90,itl_ms_mean,\
+output_tokens_asked,prompt_tokens_min,prompt_tokens_max,warning_kind,warning_message"
+            ),
             "{header}"
         );
     }

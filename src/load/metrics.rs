@@ -117,6 +117,11 @@ pub struct CellStats {
     pub failed: u64,
     pub short: u64,
     pub output_tokens: u64,
+    /// `max_tokens` summed over the successful requests.
+    pub asked: u64,
+    /// The fewest and most prompt tokens the server counted for a request.
+    pub prompt_min: Option<u64>,
+    pub prompt_max: Option<u64>,
     pub estimated: bool,
     pub max_tokens: u32,
     /// `completion_tokens` of the first few short requests.
@@ -143,6 +148,9 @@ impl CellStats {
             failed: 0,
             short: 0,
             output_tokens: 0,
+            asked: 0,
+            prompt_min: None,
+            prompt_max: None,
             estimated: false,
             max_tokens: 0,
             short_examples: Vec::new(),
@@ -178,6 +186,7 @@ impl CellStats {
         self.estimated |= est;
         let tokens: u64 = per_chunk.iter().sum();
         self.output_tokens += tokens;
+        self.asked += u64::from(r.max_tokens);
         if tokens < r.max_tokens as u64 {
             self.short += 1;
             if self.short_examples.len() < 5 {
@@ -186,6 +195,8 @@ impl CellStats {
         }
         if let Some(p) = r.prompt_tokens {
             self.prompt_tokens.record(p as f64);
+            self.prompt_min = Some(self.prompt_min.map_or(p, |m| m.min(p)));
+            self.prompt_max = Some(self.prompt_max.map_or(p, |m| m.max(p)));
         }
         let e = r.end_ns.saturating_sub(r.start_ns) as f64 / 1e6;
         self.e2e.record(e);
@@ -224,6 +235,7 @@ impl CellStats {
             failed_requests: self.failed,
             short_requests: self.short,
             output_tokens: self.output_tokens,
+            output_tokens_asked: Some(self.asked),
             duration_s,
             output_tok_s: per_s(self.output_tokens as f64),
             request_per_s: per_s(self.ok() as f64),
@@ -241,6 +253,8 @@ impl CellStats {
             e2e_ms_p50: self.e2e.percentile(50.0).unwrap_or(0.0),
             e2e_ms_p99: self.e2e.percentile(99.0).unwrap_or(0.0),
             prompt_tokens_mean: self.prompt_tokens.mean().unwrap_or(0.0),
+            prompt_tokens_min: self.prompt_min,
+            prompt_tokens_max: self.prompt_max,
             tokens_estimated: self.estimated,
             accept_len: None,
             gpu_mem_peak_mib: None,

@@ -28,11 +28,14 @@ pub enum FailureKind {
     HttpError,
     ZeroTokens,
     ConnectionError,
+    /// Requests returned fewer tokens than asked (a warning on an `ok` cell,
+    /// or the failure with `short_requests = "fail"`).
+    ShortOutput,
 }
 
 /// One row per kind: (kind, snake_case name, grid badge, human words).
 /// The single source for `as_str`, `parse`, `badge` and `describe`.
-const KIND_TABLE: [(FailureKind, &str, &str, &str); 18] = [
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 19] = [
     (
         FailureKind::CudaIllegalInstruction,
         "cuda_illegal_instruction",
@@ -131,11 +134,17 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 18] = [
         "CONN",
         "connection error",
     ),
+    (
+        FailureKind::ShortOutput,
+        "short_output",
+        "SHORT",
+        "fewer tokens than asked",
+    ),
 ];
 
 impl FailureKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FailureKind; 18] = [
+    pub const ALL: [FailureKind; 19] = [
         FailureKind::CudaIllegalInstruction,
         FailureKind::CudaIllegalAddress,
         FailureKind::CudaOom,
@@ -154,6 +163,7 @@ impl FailureKind {
         FailureKind::HttpError,
         FailureKind::ZeroTokens,
         FailureKind::ConnectionError,
+        FailureKind::ShortOutput,
     ];
 
     fn row(self) -> &'static (FailureKind, &'static str, &'static str, &'static str) {

@@ -37,6 +37,11 @@ pub struct CellRecord {
     pub metrics: Option<Metrics>,
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
+    /// What an `ok` cell's numbers must be read with (requests that returned
+    /// fewer tokens than asked: kind `short_output`, with the context numbers
+    /// when they explain it). Null when there is nothing to say.
+    #[serde(default)]
+    pub warning: Option<Failure>,
 }
 
 impl CellRecord {
@@ -74,5 +79,6 @@ pub(crate) fn sample(cell: &str, status: Status, message: &str) -> CellRecord {
         metrics: (status == Status::Ok).then(super::sample_metrics),
         started_at: Timestamp::from_unix_ms(1_764_749_780_000),
         finished_at: Timestamp::from_unix_ms(1_764_749_784_500),
+        warning: None,
     }
 }

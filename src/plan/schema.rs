@@ -137,8 +137,10 @@ pub struct RawLimits {
     /// Fraction of failed requests a cell tolerates (default 0).
     #[serde(default)]
     pub max_error_rate: Option<Spanned<f64>>,
-    /// Requests that returned fewer tokens than asked: "count" (default) or
-    /// "fail" the cell (vLLM silently lowers max_tokens near the context limit).
+    /// Requests that returned fewer tokens than asked (vLLM silently lowers
+    /// max_tokens near the context limit): "flag" the ok cell (default: a
+    /// `short_output` warning shown wherever its values are), "fail" it, or
+    /// "ignore" them (only the `short_requests` count says so).
     #[serde(default)]
     pub short_requests: ShortRequests,
     /// Other processes holding memory on a config's GPUs before launch: "fail"
@@ -159,8 +161,11 @@ pub enum ForeignGpu {
 #[serde(rename_all = "snake_case")]
 pub enum ShortRequests {
     #[default]
-    Count,
+    Flag,
     Fail,
+    /// The explicit opt-out (`"count"`, the old default, reads as this).
+    #[serde(alias = "count")]
+    Ignore,
 }
 
 #[derive(Debug, Deserialize)]

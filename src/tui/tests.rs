@@ -160,6 +160,7 @@ impl Story {
                 metrics,
                 started_at,
                 finished_at,
+                warning: None,
             }),
         });
         self
@@ -464,6 +465,47 @@ fn snapshot_overflow_flagged() {
         "{text}"
     );
     insta::assert_snapshot!("overflow_flagged", t.backend());
+}
+
+/// An ok cell whose requests came back short shows got/asked in the warning
+/// colour instead of its value, and its details say why.
+#[test]
+fn a_short_cell_is_flagged_in_the_grid_and_explained_in_its_details() {
+    let mut s = Story::new();
+    s.run_ok("tp1-baseline", 1.0, None);
+    let mut view = s.view();
+    let first = s.cells("tp1-baseline")[0].id.clone();
+    let mut r = view.records[&first].clone();
+    let m = r.metrics.as_mut().unwrap();
+    (m.short_requests, m.output_tokens_asked) = (4, Some(512));
+    r.warning = Some(
+        Failure::new(
+            FailureKind::ShortOutput,
+            crate::model::FailureSource::Client,
+            "4 of 4 requests returned fewer tokens than the 128 asked (49, 48, 48, 47; 192 of 512 tokens in all): prompt 2,000 + 128 asked > context 2,048",
+        ),
+    );
+    r.finished_at = at(500);
+    view.apply(&Event::CellFinished {
+        at: r.finished_at,
+        record: Box::new(r),
+    });
+    let (mut app, _rx) = live(view);
+    let t = render(&mut app, 100, 30);
+    let text = screen(&t);
+    assert!(text.contains("192/512"), "{text}");
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Enter);
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    assert!(
+        text.contains("warning") && text.contains("fewer tokens than asked (short_output)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("prompt 2,000 + 128 asked > context 2,048"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::state::ViewState;
-use crate::model::{Better, CellRecord, Metric, Metrics, Status, Unit, METRICS};
+use crate::model::{Better, CellRecord, FailureKind, Metric, Metrics, Status, Unit, METRICS};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Column {
@@ -226,6 +226,16 @@ pub enum CellView {
         text: String,
         tone: Tone,
     },
+    /// An `ok` cell whose value must be read with its warning (requests that
+    /// returned fewer tokens than asked). `mark` is the warning in a few
+    /// characters (`197/512`: tokens got/asked), `badge` when even that does
+    /// not fit (`SHORT`), `label` all of it (`175.0 short 197/512`).
+    Flagged {
+        value: String,
+        mark: String,
+        badge: String,
+        label: String,
+    },
 }
 
 impl CellView {
@@ -241,6 +251,7 @@ impl CellView {
             CellView::Skipped => "skip",
             CellView::Failed { label, .. } => label,
             CellView::Value { text, .. } => text,
+            CellView::Flagged { label, .. } => label,
         }
     }
 
@@ -265,7 +276,27 @@ impl CellView {
                 },
             },
             Status::Ok => match &r.metrics {
-                Some(m) => mode.show(m, base, is_baseline),
+                Some(m) => match (mode.show(m, base, is_baseline), &r.warning) {
+                    (CellView::Value { text, .. }, Some(w)) => {
+                        let mark = match (w.kind, m.output_tokens_asked) {
+                            (FailureKind::ShortOutput, Some(asked)) => {
+                                format!("{}/{asked}", m.output_tokens)
+                            }
+                            _ => w.kind.badge().to_string(),
+                        };
+                        let words = match w.kind {
+                            FailureKind::ShortOutput => format!("short {mark}"),
+                            _ => mark.clone(),
+                        };
+                        CellView::Flagged {
+                            label: format!("{text} {words}"),
+                            value: text,
+                            mark,
+                            badge: w.kind.badge().to_string(),
+                        }
+                    }
+                    (shown, _) => shown,
+                },
                 None => CellView::Value {
                     text: "ok".into(),
                     tone: Tone::Plain,
@@ -490,6 +521,7 @@ mod tests {
             metrics: None,
             started_at: Timestamp::default(),
             finished_at: Timestamp::default(),
+            warning: None,
         };
         let cv = CellView::of_record(&r, ValueMode::default(), None, false);
         assert_eq!(
@@ -506,5 +538,38 @@ mod tests {
     fn labels_stay_short() {
         assert_eq!(context_label(32768), "32k");
         assert_eq!(context_label(32760), "32760");
+    }
+
+    /// An ok cell with short outputs shows its warning over its value:
+    /// got/asked in the grid, all of it in words for exports and lines.
+    #[test]
+    fn an_ok_cell_with_short_outputs_is_flagged() {
+        let mut r = crate::model::sample_record("c/w-ctx1-c1", Status::Ok, "");
+        assert!(matches!(
+            CellView::of_record(&r, ValueMode::default(), None, false),
+            CellView::Value { .. }
+        ));
+        r.warning = Some(crate::model::Failure::new(
+            FailureKind::ShortOutput,
+            crate::model::FailureSource::Client,
+            "1 of 4 requests returned fewer tokens than the 32 asked",
+        ));
+        let cv = CellView::of_record(&r, ValueMode::default(), None, false);
+        assert_eq!(
+            cv,
+            CellView::Flagged {
+                value: "66.7".into(),
+                mark: "100/128".into(),
+                badge: "SHORT".into(),
+                label: "66.7 short 100/128".into(),
+            }
+        );
+        assert_eq!(cv.label(), "66.7 short 100/128");
+        let line = crate::view::text::outcome(&r);
+        assert!(
+            line.starts_with("ok  66.7 tok/s")
+                && line.ends_with("SHORT 1 of 4 requests returned fewer tokens than the 32 asked"),
+            "{line}"
+        );
     }
 }

@@ -418,7 +418,7 @@ impl ViewState {
     /// A finished cell: it replaces an older record of the same cell, never a newer one.
     /// Its failure's text is kept as it may be shown ([`display`]).
     pub fn record(&mut self, mut record: CellRecord) {
-        if let Some(f) = &mut record.failure {
+        for f in record.failure.iter_mut().chain(record.warning.iter_mut()) {
             shown(&mut f.message);
             f.evidence.iter_mut().for_each(shown);
         }

@@ -107,10 +107,15 @@ pub fn line(ev: &Event) -> Option<String> {
 }
 
 /// A finished cell in a few words: `ok  389.2 tok/s  ttft p50 85ms …`,
-/// `FAILED ctx 400: 32,808 > 32,768 — 4 of 4 requests failed: …`, `skipped`.
+/// `FAILED ctx 400: 32,808 > 32,768 — 4 of 4 requests failed: …`, `skipped`;
+/// an ok cell's warning follows its numbers: `ok  175.0 tok/s …  SHORT 4 of 4
+/// requests returned fewer tokens than the 128 asked (…)`.
 pub fn outcome(r: &CellRecord) -> String {
     match (r.status, &r.metrics, &r.failure) {
-        (Status::Ok, Some(m), _) => format!("ok  {}", summary(m)),
+        (Status::Ok, Some(m), _) => match &r.warning {
+            Some(w) => format!("ok  {}  {} {}", summary(m), w.kind.badge(), w.message),
+            None => format!("ok  {}", summary(m)),
+        },
         (Status::Ok, None, _) => "ok".into(),
         (Status::Failed, _, Some(f)) => format!(
             "FAILED {} — {}",

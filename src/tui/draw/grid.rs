@@ -191,7 +191,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                     Span::styled(fit(&cfg.id, geo.label_w - 1, false), label_style),
                 ];
                 for c in cols.clone() {
-                    let (text, style) = cell_text(app, *i, c);
+                    let (text, style) = cell_text(app, *i, c, geo.col_w);
                     let mut style = style;
                     if selected_row && app.ui.sel_col == Some(c) {
                         style = style.patch(t.selected);
@@ -215,7 +215,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 /// A cell's text and style.
-fn cell_text(app: &App, config: usize, col: usize) -> (String, Style) {
+fn cell_text(app: &App, config: usize, col: usize, width: usize) -> (String, Style) {
     let t = app.theme();
     let sym = app.symbols();
     match app.grid.cell(&app.view, app.ui.value, config, col) {
@@ -229,6 +229,11 @@ fn cell_text(app: &App, config: usize, col: usize) -> (String, Style) {
         CellView::Excluded => ("excl".into(), t.excluded),
         CellView::Skipped => ("skip".into(), t.skipped),
         CellView::Failed { badge, .. } => (badge, t.failed),
+        // The warning wins over the value: got/asked when it fits, else SHORT.
+        CellView::Flagged { mark, badge, .. } => {
+            let fits = mark.chars().count() <= width;
+            (if fits { mark } else { badge }, t.warning)
+        }
         CellView::Value { text, tone } => (
             text,
             match tone {

@@ -365,11 +365,17 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                             r.duration_s()
                         ),
                     ));
-                    if let Some(f) = &r.failure {
+                    // A failure, or the warning an ok cell's numbers come with.
+                    let said = r
+                        .failure
+                        .as_ref()
+                        .map(|f| ("failure", f))
+                        .or(r.warning.as_ref().map(|w| ("warning", w)));
+                    if let Some((what, f)) = said {
                         lines.push(Line::raw(""));
                         lines.push(kv(
                             app,
-                            "failure",
+                            what,
                             format!("{} ({})", f.kind.describe(), f.kind.as_str()),
                         ));
                         lines.push(kv(app, "source", f.source.as_str().to_string()));
@@ -402,7 +408,8 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                         for (name, value) in metric_lines(m, true) {
                             lines.push(kv(app, name, value));
                         }
-                        if let CellView::Value { text, .. } =
+                        if let CellView::Value { text, .. }
+                        | CellView::Flagged { value: text, .. } =
                             app.grid
                                 .cell(&app.view, ValueMode::speedup(), app.ui.sel_config, col)
                         {
