@@ -82,3 +82,44 @@ id = "p"
     assert_eq!(est["status"], "ok", "{est}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server whose requests count a token more than its `/tokenize` says (a
+/// BOS, as vLLM's): prompts are still exactly as long as asked, by the
+/// server's own count in `usage`, in both APIs.
+#[test]
+fn prompts_are_as_long_as_the_server_counts_them() {
+    for api in ["completions", "chat"] {
+        let dir = scratch(&format!("tokenizer-bos-{api}"));
+        let tag = format!("tokenizer-bos-{api}-{}", std::process::id());
+        let plan = format!(
+            r#"
+name = "bos"
+[server]
+command = "{{sweeptop}} sim-server --flavor vllm --port {{port}} --startup-ms 50 --max-speed --bos"
+port = "auto"
+api = "{api}"
+[limits]
+context = 8192
+[[workloads]]
+id = "w"
+contexts = [128, 1000, 4000]
+concurrency = [2]
+requests = 4
+max_tokens = 8
+[[phases]]
+id = "p"
+"#
+        );
+        let (run, stdout) = run_plan(&dir, &tag, &plan, Duration::from_secs(120));
+        assert!(!stdout.contains("warning"), "{stdout}");
+        let results = results(&run);
+        assert_eq!(results.len(), 3);
+        for r in results {
+            let target = r["context_tokens"].as_u64().unwrap();
+            let m = &r["metrics"];
+            assert_eq!(r["status"], "ok", "{r}");
+            assert_eq!(m["prompt_tokens_min"].as_u64(), Some(target), "{api}: {r}");
+            assert_eq!(m["prompt_tokens_max"].as_u64(), Some(target), "{api}: {r}");
+        }
+    }
+}

@@ -28,6 +28,10 @@ pub struct SimArgs {
     /// over it, is a 400).
     #[arg(long)]
     pub clamp_max_tokens: bool,
+    /// Count one token more in a completion's prompt than /tokenize does (a
+    /// BOS the server adds), as vLLM does with some tokenizers.
+    #[arg(long)]
+    pub bos: bool,
     /// Tensor-parallel size: speeds decoding up, adds NCCL lines and per-rank errors.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub tp: u32,

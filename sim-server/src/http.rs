@@ -294,7 +294,7 @@ async fn completion(
     start: Instant,
 ) -> Response<Body> {
     let parsed = (|| {
-        let prompt = prompt_tokens(body, endpoint)?;
+        let prompt = prompt_tokens(body, endpoint)? + u64::from(shared.args.bos);
         let max = max_tokens(body, endpoint)?;
         let stream = bool_field(body, "stream")?;
         let include_usage = match body.get("stream_options") {

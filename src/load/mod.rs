@@ -228,6 +228,41 @@ pub async fn tokenize(
         .ok_or_else(|| fail("no `count` or `tokens` in the answer".into()))
 }
 
+/// The prompt tokens the server itself counts for `text` sent as a request
+/// (`usage.prompt_tokens` of a one-token, non-streamed request): the truth
+/// `/tokenize` is checked against, special tokens the server adds included.
+pub async fn usage_prompt_tokens(
+    client: &reqwest::Client,
+    target: &Target,
+    text: &str,
+) -> Result<u64, LoadError> {
+    let fail =
+        |why: String| LoadError::Tokenize(format!("checking /tokenize against usage: {why}"));
+    let mut body: serde_json::Value =
+        serde_json::from_slice(&client::request_body(target, text, 1))
+            .map_err(|e| fail(e.to_string()))?;
+    body["stream"] = false.into();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("stream_options");
+    }
+    let resp = client
+        .post(target.url())
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap_or_default())
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    if !resp.status().is_success() {
+        return Err(fail(format!("HTTP {}", resp.status().as_u16())));
+    }
+    let bytes = resp.bytes().await.map_err(|e| fail(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
+    v.pointer("/usage/prompt_tokens")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| fail("no usage.prompt_tokens in the answer".into()))
+}
+
 /// What the server says about itself: the first model id and its context length.
 pub async fn server_model(client: &reqwest::Client, base: &str) -> (Option<String>, Option<u64>) {
     let get = |path: &str| {

@@ -38,6 +38,10 @@ pub enum Measure {
     Server {
         client: reqwest::Client,
         target: super::Target,
+        /// What the server's own count of a request's prompt
+        /// (`usage.prompt_tokens`) adds to `/tokenize`'s: special tokens
+        /// (a BOS) or a chat template's, measured once per server.
+        offset: i64,
     },
     Local(LocalTokenizer),
     /// About four characters per token; the result line's `prompt_tokens_mean`
@@ -47,18 +51,33 @@ pub enum Measure {
 
 impl Measure {
     /// The server's `/tokenize` if it answers, else the local tokenizer, else an
-    /// estimate; with a notice when it is not the server's own.
+    /// estimate; with a notice when it is not the server's own. `/tokenize` is
+    /// checked once against the prompt tokens the server counts for a real
+    /// request, and the difference kept, so prompts are as long as the server
+    /// says in `usage` (vLLM's `/tokenize` leaves out the BOS its completions
+    /// count: a 128-token target used to arrive as 129).
     pub async fn choose(
         client: &reqwest::Client,
         target: &super::Target,
         local: Option<&Path>,
     ) -> (Measure, Option<String>) {
-        let server = Measure::Server {
-            client: client.clone(),
-            target: target.clone(),
-        };
-        let why = match server.count("Hello").await {
-            Ok(_) => return (server, None),
+        let probe = format!("{}Hello, how are you today?", super::prompt::nonce(0));
+        let why = match super::tokenize(client, target, &probe).await {
+            Ok(counted) => {
+                let (offset, notice) = match super::usage_prompt_tokens(client, target, &probe).await {
+                    // A sane difference is special tokens or a template; anything
+                    // else is a server we do not understand: trust /tokenize.
+                    Ok(used) if used.abs_diff(counted) <= 512 => (used as i64 - counted as i64, None),
+                    Ok(used) => (0, Some(format!("the server counts {used} prompt tokens where /tokenize counts {counted}; prompts are measured with /tokenize"))),
+                    Err(e) => (0, Some(format!("{e}; prompts are measured with /tokenize alone"))),
+                };
+                let server = Measure::Server {
+                    client: client.clone(),
+                    target: target.clone(),
+                    offset,
+                };
+                return (server, notice);
+            }
             Err(e) => e,
         };
         match local.map(LocalTokenizer::load) {
@@ -70,7 +89,13 @@ impl Measure {
 
     pub async fn count(&self, text: &str) -> Result<u64, LoadError> {
         match self {
-            Measure::Server { client, target } => super::tokenize(client, target, text).await,
+            Measure::Server {
+                client,
+                target,
+                offset,
+            } => super::tokenize(client, target, text)
+                .await
+                .map(|n| n.saturating_add_signed(*offset)),
             Measure::Local(t) => t.count(text),
             Measure::Estimate => Ok((text.len() / 4) as u64),
         }
