@@ -190,6 +190,28 @@ fn exponential(state: &mut u64, rate: f64) -> Duration {
     Duration::from_secs_f64((-u.ln() / rate.max(1e-9)).min(3600.0))
 }
 
+/// POST `body` as JSON and read a JSON answer; any failure in words.
+async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+    timeout: Duration,
+) -> Result<serde_json::Value, String> {
+    let resp = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(body).unwrap_or_default())
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status().as_u16()));
+    }
+    let bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
 /// Measure a text with the server's tokenizer (`POST /tokenize`), if it has one.
 pub async fn tokenize(
     client: &reqwest::Client,
@@ -203,21 +225,12 @@ pub async fn tokenize(
             serde_json::json!({"model": target.model, "messages": [{"role": "user", "content": text}]})
         }
     };
-    let resp = client
-        .post(format!("{}/tokenize", target.base))
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap_or_default())
-        // Short: a wedged server must not hold the sweep here (the stall and
-        // exit watches only run while requests are in flight).
-        .timeout(Duration::from_secs(10))
-        .send()
+    // Short: a wedged server must not hold the sweep here (the stall and
+    // exit watches only run while requests are in flight).
+    let url = format!("{}/tokenize", target.base);
+    let v = post_json(client, &url, &body, Duration::from_secs(10))
         .await
-        .map_err(|e| fail(e.to_string()))?;
-    if !resp.status().is_success() {
-        return Err(fail(format!("HTTP {}", resp.status().as_u16())));
-    }
-    let bytes = resp.bytes().await.map_err(|e| fail(e.to_string()))?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
+        .map_err(fail)?;
     v.get("count")
         .and_then(|c| c.as_u64())
         .or_else(|| {
@@ -245,19 +258,9 @@ pub async fn usage_prompt_tokens(
     if let Some(o) = body.as_object_mut() {
         o.remove("stream_options");
     }
-    let resp = client
-        .post(target.url())
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap_or_default())
-        .timeout(Duration::from_secs(60))
-        .send()
+    let v = post_json(client, &target.url(), &body, Duration::from_secs(60))
         .await
-        .map_err(|e| fail(e.to_string()))?;
-    if !resp.status().is_success() {
-        return Err(fail(format!("HTTP {}", resp.status().as_u16())));
-    }
-    let bytes = resp.bytes().await.map_err(|e| fail(e.to_string()))?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
+        .map_err(fail)?;
     v.pointer("/usage/prompt_tokens")
         .and_then(serde_json::Value::as_u64)
         .ok_or_else(|| fail("no usage.prompt_tokens in the answer".into()))
