@@ -98,31 +98,23 @@ fn short_outputs_are_flagged_everywhere_by_default() {
     assert!(json.contains("\"short_output\""), "{json}");
 }
 
+/// The results by cell of the plan with `policy`, in a directory of its own.
+fn run_with(name: &str, policy: &str) -> std::collections::HashMap<String, Vec<serde_json::Value>> {
+    let dir = scratch(name);
+    let tag = format!("{name}-{}", std::process::id());
+    let (run, _) = run_plan(&dir, &tag, &plan(policy), Duration::from_secs(120));
+    by_cell(&results(&run))
+}
+
 #[test]
 fn short_outputs_fail_the_cell_or_are_ignored_when_the_plan_says_so() {
-    let dir = scratch("short-fail");
-    let tag = format!("short-fail-{}", std::process::id());
-    let (run, _) = run_plan(
-        &dir,
-        &tag,
-        &plan("short_requests = \"fail\""),
-        Duration::from_secs(120),
-    );
-    let by = by_cell(&results(&run));
+    let by = run_with("short-fail", "short_requests = \"fail\"");
     let short = &by["p/w-ctx200-c1"][0];
     assert_eq!(short["status"], "failed");
     assert_eq!(short["failure"]["kind"], "short_output");
     assert_eq!(by["p/w-ctx64-c1"][0]["status"], "ok");
 
-    let dir = scratch("short-ignore");
-    let tag = format!("short-ignore-{}", std::process::id());
-    let (run, _) = run_plan(
-        &dir,
-        &tag,
-        &plan("short_requests = \"ignore\""),
-        Duration::from_secs(120),
-    );
-    let by = by_cell(&results(&run));
+    let by = run_with("short-ignore", "short_requests = \"ignore\"");
     let short = &by["p/w-ctx200-c1"][0];
     assert_eq!(short["status"], "ok");
     assert!(short["warning"].is_null());

@@ -24,10 +24,7 @@ pub fn gpus(args: GpusArgs) -> Result<u8> {
     let interval = Duration::from_millis(args.gpu.gpu_interval_ms.max(250));
     let show = |snap: &GpuSnapshot| -> Result<()> {
         if args.json {
-            super::print(&format!(
-                "{}\n",
-                String::from_utf8_lossy(&crate::model::text::to_json_line(snap)?)
-            ))
+            super::print(&format!("{}\n", crate::model::text::to_json_string(snap)?))
         } else {
             let sep = if args.watch { "\n" } else { "" };
             super::print(&format!("{}{sep}", crate::gpu::render_table(snap)))

@@ -110,9 +110,9 @@ impl Drop for ControlServer {
 }
 
 fn line(msg: &ServerMsg) -> Arc<str> {
-    let mut s = text::to_json_line(msg).unwrap_or_default();
-    s.push(b'\n');
-    String::from_utf8(s).unwrap_or_default().into()
+    let mut s = text::to_json_string(msg).unwrap_or_default();
+    s.push('\n');
+    s.into()
 }
 
 /// Bind `RUN_DIR/control.sock`. A socket left by a dead run (nothing listening) is

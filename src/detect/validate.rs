@@ -13,7 +13,9 @@ pub struct ServerHealth {
     pub died: Option<Failure>,
 }
 
-/// Decide a cell's status. `Ok(())` means the metrics may be recorded as `ok`.
+/// Decide a cell's status. `Ok(warning)` means the metrics may be recorded as
+/// `ok`, with what they must be read with (short outputs), if anything;
+/// `fail_short` makes that warning the cell's failure instead.
 pub fn validate(
     run: &CellRun,
     metrics: &Metrics,
@@ -21,7 +23,7 @@ pub fn validate(
     max_error_rate: f64,
     fail_short: bool,
     context_limit: Option<u64>,
-) -> Result<(), Failure> {
+) -> Result<Option<Failure>, Failure> {
     if let Some(f) = &health.died {
         return Err(f.clone());
     }
@@ -53,15 +55,14 @@ pub fn validate(
         );
         return Err(chosen);
     }
-    if fail_short {
-        if let Some(short) = short_output(run, metrics, context_limit) {
-            return Err(short);
-        }
+    let short = short_output(run, metrics, context_limit);
+    if let Some(short) = short.clone().filter(|_| fail_short) {
+        return Err(short);
     }
     if !metrics.has_tokens() {
         return Err(zero_tokens(metrics.requests));
     }
-    Ok(())
+    Ok(short)
 }
 
 /// Successful requests that returned fewer tokens than they asked for: what
@@ -192,19 +193,22 @@ mod tests {
         died: Option<Failure>,
         rate: f64,
         fail_short: bool,
-    ) -> Result<(), Failure> {
+    ) -> Result<Option<Failure>, Failure> {
+        let run = run_of(&records);
+        let m = run.stats.metrics(run.wall_ns);
+        validate(&run, &m, &ServerHealth { died }, rate, fail_short, Some(20))
+    }
+
+    /// A cell of one second that measured `records`.
+    fn run_of(records: &[RequestRecord]) -> CellRun {
         let mut stats = CellStats::new();
-        for r in &records {
-            stats.add(r);
-        }
-        let run = CellRun {
+        records.iter().for_each(|r| stats.add(r));
+        CellRun {
             stats,
             wall_ns: 1_000_000_000,
             stalled_for: None,
             in_flight: 0,
-        };
-        let m = run.stats.metrics(run.wall_ns);
-        validate(&run, &m, &ServerHealth { died }, rate, fail_short, Some(20))
+        }
     }
 
     #[test]
@@ -270,14 +274,7 @@ mod tests {
                 ..r
             })
             .collect();
-        let mut stats = CellStats::new();
-        long.iter().for_each(|r| stats.add(r));
-        let run = CellRun {
-            stats,
-            wall_ns: 1_000_000_000,
-            stalled_for: None,
-            in_flight: 0,
-        };
+        let run = run_of(&long);
         let m = run.stats.metrics(run.wall_ns);
         let w = short_output(&run, &m, Some(20)).unwrap();
         assert!(
@@ -291,14 +288,7 @@ mod tests {
             (Some(20), Some(14), Some(8))
         );
         // Nothing short, nothing to say.
-        let mut stats = CellStats::new();
-        stats.add(&rec(8, 8, None));
-        let run = CellRun {
-            stats,
-            wall_ns: 1,
-            stalled_for: None,
-            in_flight: 0,
-        };
-        assert!(short_output(&run, &run.stats.metrics(1), Some(20)).is_none());
+        let run = run_of(&[rec(8, 8, None)]);
+        assert!(short_output(&run, &run.stats.metrics(run.wall_ns), Some(20)).is_none());
     }
 }

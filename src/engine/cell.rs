@@ -93,14 +93,9 @@ impl Engine {
             limits.short_requests == ShortRequests::Fail,
             live.context_limit,
         ) {
-            Ok(()) => {
+            Ok(warning) => {
                 let mut record = outcome::ok(cell, started_at, metrics);
-                if limits.short_requests == ShortRequests::Flag {
-                    record.warning = record
-                        .metrics
-                        .as_ref()
-                        .and_then(|m| detect::short_output(&run, m, live.context_limit));
-                }
+                record.warning = warning.filter(|_| limits.short_requests == ShortRequests::Flag);
                 CellEnd::Done(record)
             }
             Err(f) => {

@@ -29,8 +29,9 @@ enum Column {
     Metric(&'static Metric),
 }
 
-fn failure_field(r: &CellRecord, f: impl Fn(&Failure) -> String) -> String {
-    r.failure.as_ref().map(f).unwrap_or_default()
+/// A field of a record's failure or warning; empty without one.
+fn said(f: Option<&Failure>, field: impl Fn(&Failure) -> String) -> String {
+    f.map(field).unwrap_or_default()
 }
 
 /// The columns of a record before its metrics.
@@ -43,13 +44,13 @@ const HEAD: &[RecordColumn] = &[
     ("concurrency", |r| r.concurrency.to_string()),
     ("status", |r| r.status.as_str().to_string()),
     ("failure_kind", |r| {
-        failure_field(r, |f| f.kind.as_str().to_string())
+        said(r.failure.as_ref(), |f| f.kind.as_str().to_string())
     }),
     ("failure_source", |r| {
-        failure_field(r, |f| f.source.as_str().to_string())
+        said(r.failure.as_ref(), |f| f.source.as_str().to_string())
     }),
     ("failure_message", |r| {
-        failure_field(r, |f| f.message.clone())
+        said(r.failure.as_ref(), |f| f.message.clone())
     }),
 ];
 
@@ -65,19 +66,13 @@ const LATER: &[(u8, RecordColumn)] = &[
     (
         3,
         ("warning_kind", |r| {
-            r.warning
-                .as_ref()
-                .map(|w| w.kind.as_str().to_string())
-                .unwrap_or_default()
+            said(r.warning.as_ref(), |w| w.kind.as_str().to_string())
         }),
     ),
     (
         3,
         ("warning_message", |r| {
-            r.warning
-                .as_ref()
-                .map(|w| w.message.clone())
-                .unwrap_or_default()
+            said(r.warning.as_ref(), |w| w.message.clone())
         }),
     ),
 ];

@@ -82,6 +82,11 @@ impl Default for Progress {
 const MAX_ERROR_BODY: usize = 16 << 10;
 
 pub fn request_body(target: &Target, prompt: &str, max_tokens: u32) -> Vec<u8> {
+    serde_json::to_vec(&request_json(target, prompt, max_tokens)).unwrap_or_default()
+}
+
+/// The streaming request [`request_body`] encodes.
+pub fn request_json(target: &Target, prompt: &str, max_tokens: u32) -> serde_json::Value {
     let mut body = serde_json::json!({
         "model": target.model,
         "max_tokens": max_tokens,
@@ -96,7 +101,7 @@ pub fn request_body(target: &Target, prompt: &str, max_tokens: u32) -> Vec<u8> {
             body["messages"] = serde_json::json!([{"role": "user", "content": prompt}]);
         }
     }
-    serde_json::to_vec(&body).unwrap_or_default()
+    body
 }
 
 /// Send one streaming request on a pooled connection and time it. The send

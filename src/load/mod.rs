@@ -251,9 +251,7 @@ pub async fn usage_prompt_tokens(
 ) -> Result<u64, LoadError> {
     let fail =
         |why: String| LoadError::Tokenize(format!("checking /tokenize against usage: {why}"));
-    let mut body: serde_json::Value =
-        serde_json::from_slice(&client::request_body(target, text, 1))
-            .map_err(|e| fail(e.to_string()))?;
+    let mut body = client::request_json(target, text, 1);
     body["stream"] = false.into();
     if let Some(o) = body.as_object_mut() {
         o.remove("stream_options");

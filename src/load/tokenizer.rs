@@ -53,9 +53,9 @@ impl Measure {
     /// The server's `/tokenize` if it answers, else the local tokenizer, else an
     /// estimate; with a notice when it is not the server's own. `/tokenize` is
     /// checked once against the prompt tokens the server counts for a real
-    /// request, and the difference kept, so prompts are as long as the server
-    /// says in `usage` (vLLM's `/tokenize` leaves out the BOS its completions
-    /// count: a 128-token target used to arrive as 129).
+    /// request, and the difference kept (a BOS or a template the server adds
+    /// and `/tokenize` leaves out), so prompts are as long as the server says
+    /// in `usage`.
     pub async fn choose(
         client: &reqwest::Client,
         target: &super::Target,

@@ -82,16 +82,17 @@ pub fn display(s: &str) -> Cow<'_, str> {
 
 /// [`display`] for an owned string: `s` itself when nothing changes.
 pub fn display_string(s: String) -> String {
-    let safe = match display(&s) {
-        Cow::Owned(safe) => Some(safe),
-        Cow::Borrowed(_) => None,
-    };
-    safe.unwrap_or(s)
+    owned(s, display)
 }
 
 /// [`spreadsheet`] for an owned string: `s` itself when nothing changes.
 pub fn spreadsheet_string(s: String) -> String {
-    let safe = match spreadsheet(&s) {
+    owned(s, spreadsheet)
+}
+
+/// `make_safe(&s)` as an owned string, reusing `s` when it is unchanged.
+fn owned(s: String, make_safe: fn(&str) -> Cow<'_, str>) -> String {
+    let safe = match make_safe(&s) {
         Cow::Owned(safe) => Some(safe),
         Cow::Borrowed(_) => None,
     };
@@ -259,6 +260,12 @@ pub fn to_json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Resu
     let mut out = Vec::with_capacity(256);
     write_json_line(&mut out, value)?;
     Ok(out)
+}
+
+/// [`to_json_line`] as a string.
+pub fn to_json_string<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    // The serializer writes only valid UTF-8.
+    to_json_line(value).map(|b| String::from_utf8(b).unwrap_or_default())
 }
 
 /// `value` as indented JSON, terminal-safe as described above.

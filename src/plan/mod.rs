@@ -975,20 +975,22 @@ fn build_config(
         if !filled.trim().is_empty() {
             argv.push(filled);
         }
-    }
-    for w in words.iter().filter(|_| !raw.server.shell) {
-        let filled = resolve(w, cmd_span.clone())?;
-        // A word that was only a placeholder and came out empty is dropped, so an
-        // optional `{extra_args}` can be empty. A filled value with spaces is
-        // split into words as well, so `{spec_args}` can carry several flags.
-        if w.trim().starts_with('{')
-            && w.trim().ends_with('}')
-            && template::placeholders(w).len() == 1
-        {
-            let parts = template::split_words(&filled).map_err(|e| ctx.err(cmd_span.clone(), e))?;
-            argv.extend(parts);
-        } else {
-            argv.push(filled);
+    } else {
+        for w in &words {
+            let filled = resolve(w, cmd_span.clone())?;
+            // A word that was only a placeholder and came out empty is dropped, so an
+            // optional `{extra_args}` can be empty. A filled value with spaces is
+            // split into words as well, so `{spec_args}` can carry several flags.
+            if w.trim().starts_with('{')
+                && w.trim().ends_with('}')
+                && template::placeholders(w).len() == 1
+            {
+                let parts =
+                    template::split_words(&filled).map_err(|e| ctx.err(cmd_span.clone(), e))?;
+                argv.extend(parts);
+            } else {
+                argv.push(filled);
+            }
         }
     }
     if argv.is_empty() {
