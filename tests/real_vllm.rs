@@ -40,7 +40,7 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
         assert_result_line(r);
         let m = &r["metrics"];
         assert_eq!(r["status"], "ok", "{r}");
-        assert!(r["warning"].is_null(), "{r}");
+        assert_eq!(r["warnings"], serde_json::json!([]), "{r}");
         assert_eq!(m["output_tokens"], m["output_tokens_asked"], "{r}");
         assert!(m["output_tok_s"].as_f64().unwrap() > 10.0, "{r}");
         let target = r["context_tokens"].as_u64().unwrap();
@@ -53,8 +53,8 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
     }
     let short = &by["cpu/edge-ctx2000-c1"][0];
     assert_eq!(short["status"], "ok", "{short}");
-    assert_eq!(short["warning"]["kind"], "short_output", "{short}");
-    assert_eq!(short["warning"]["context"]["limit"], 2048, "{short}");
+    assert_eq!(short["warnings"][0]["kind"], "short_output", "{short}");
+    assert_eq!(short["warnings"][0]["context"]["limit"], 2048, "{short}");
     let m = &short["metrics"];
     let prompt = m["prompt_tokens_max"].as_u64().unwrap();
     assert_eq!(

@@ -50,12 +50,12 @@ fn short_outputs_are_flagged_everywhere_by_default() {
     let by = by_cell(&results(&run));
     let full = &by["p/w-ctx64-c1"][0];
     assert_eq!(full["status"], "ok");
-    assert!(full["warning"].is_null(), "{full}");
+    assert_eq!(full["warnings"], serde_json::json!([]), "{full}");
     assert_eq!(full["metrics"]["output_tokens"], 200);
     assert_eq!(full["metrics"]["output_tokens_asked"], 200);
     let short = &by["p/w-ctx200-c1"][0];
     assert_eq!(short["status"], "ok", "{short}");
-    let w = &short["warning"];
+    let w = &short["warnings"][0];
     assert_eq!(w["kind"], "short_output", "{short}");
     let got = short["metrics"]["output_tokens"].as_u64().unwrap();
     let prompt = short["metrics"]["prompt_tokens_max"].as_u64().unwrap();
@@ -117,6 +117,6 @@ fn short_outputs_fail_the_cell_or_are_ignored_when_the_plan_says_so() {
     let by = run_with("short-ignore", "short_requests = \"ignore\"");
     let short = &by["p/w-ctx200-c1"][0];
     assert_eq!(short["status"], "ok");
-    assert!(short["warning"].is_null());
+    assert_eq!(short["warnings"], serde_json::json!([]));
     assert_eq!(short["metrics"]["short_requests"], 2);
 }

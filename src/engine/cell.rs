@@ -95,7 +95,10 @@ impl Engine {
         ) {
             Ok(warning) => {
                 let mut record = outcome::ok(cell, started_at, metrics);
-                record.warning = warning.filter(|_| limits.short_requests == ShortRequests::Flag);
+                record.warnings = warning
+                    .filter(|_| limits.short_requests == ShortRequests::Flag)
+                    .into_iter()
+                    .collect();
                 CellEnd::Done(record)
             }
             Err(f) => {

@@ -40,7 +40,7 @@ fn record_of(
         metrics,
         started_at,
         finished_at: Timestamp::now(),
-        warning: None,
+        warnings: Vec::new(),
     }
 }
 

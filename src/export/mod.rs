@@ -34,6 +34,11 @@ fn said(f: Option<&Failure>, field: impl Fn(&Failure) -> String) -> String {
     f.map(field).unwrap_or_default()
 }
 
+/// One field of each warning, joined.
+fn joined(all: &[Failure], sep: &str, field: impl Fn(&Failure) -> String) -> String {
+    all.iter().map(field).collect::<Vec<_>>().join(sep)
+}
+
 /// The columns of a record before its metrics.
 const HEAD: &[RecordColumn] = &[
     ("cell", |r| r.cell.clone()),
@@ -66,13 +71,13 @@ const LATER: &[(u8, RecordColumn)] = &[
     (
         3,
         ("warning_kind", |r| {
-            said(r.warning.as_ref(), |w| w.kind.as_str().to_string())
+            joined(&r.warnings, "; ", |w| w.kind.as_str().to_string())
         }),
     ),
     (
         3,
         ("warning_message", |r| {
-            said(r.warning.as_ref(), |w| w.message.clone())
+            joined(&r.warnings, " | ", |w| w.message.clone())
         }),
     ),
 ];
@@ -192,17 +197,17 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
     }
     let mut ordered: Vec<&CellRecord> = records.iter().collect();
     ordered.sort_by(|a, b| a.cell.cmp(&b.cell));
-    type Pick = fn(&CellRecord) -> Option<&Failure>;
+    type Pick = fn(&CellRecord) -> &[Failure];
     let sections: [(&str, Pick); 2] = [
-        ("Failures", |r| r.failure.as_ref()),
+        ("Failures", |r| r.failure.as_slice()),
         ("Warnings (ok cells to read with care)", |r| {
-            r.warning.as_ref()
+            r.warnings.as_slice()
         }),
     ];
     for (title, pick) in sections {
         let said: Vec<(&CellRecord, &Failure)> = ordered
             .iter()
-            .filter_map(|r| pick(r).map(|f| (*r, f)))
+            .flat_map(|r| pick(r).iter().map(|f| (*r, f)))
             .collect();
         if said.is_empty() {
             continue;

@@ -31,11 +31,17 @@ pub enum FailureKind {
     /// Requests returned fewer tokens than asked (a warning on an `ok` cell,
     /// or the failure with `short_requests = "fail"`).
     ShortOutput,
+    /// The client's TTFT and the server's own differ by more than the plan
+    /// allows: the client or the network distorted the measurement (a warning).
+    ClockGap,
+    /// A cell meant to run on a cold cache found its prompts in the server's
+    /// prefix cache (a warning).
+    CacheHit,
 }
 
 /// One row per kind: (kind, snake_case name, grid badge, human words).
 /// The single source for `as_str`, `parse`, `badge` and `describe`.
-const KIND_TABLE: [(FailureKind, &str, &str, &str); 19] = [
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 21] = [
     (
         FailureKind::CudaIllegalInstruction,
         "cuda_illegal_instruction",
@@ -140,11 +146,23 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 19] = [
         "SHORT",
         "fewer tokens than asked",
     ),
+    (
+        FailureKind::ClockGap,
+        "clock_gap",
+        "GAP",
+        "client and server TTFT disagree",
+    ),
+    (
+        FailureKind::CacheHit,
+        "cache_hit",
+        "CACHED",
+        "cold prompts hit the prefix cache",
+    ),
 ];
 
 impl FailureKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FailureKind; 19] = [
+    pub const ALL: [FailureKind; 21] = [
         FailureKind::CudaIllegalInstruction,
         FailureKind::CudaIllegalAddress,
         FailureKind::CudaOom,
@@ -164,6 +182,8 @@ impl FailureKind {
         FailureKind::ZeroTokens,
         FailureKind::ConnectionError,
         FailureKind::ShortOutput,
+        FailureKind::ClockGap,
+        FailureKind::CacheHit,
     ];
 
     fn row(self) -> &'static (FailureKind, &'static str, &'static str, &'static str) {

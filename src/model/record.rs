@@ -37,11 +37,29 @@ pub struct CellRecord {
     pub metrics: Option<Metrics>,
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
-    /// What an `ok` cell's numbers must be read with (requests that returned
-    /// fewer tokens than asked: kind `short_output`, with the context numbers
-    /// when they explain it). Null when there is nothing to say.
-    #[serde(default)]
-    pub warning: Option<Failure>,
+    /// What an `ok` cell's numbers must be read with, most important first:
+    /// requests that returned fewer tokens than asked (`short_output`, with
+    /// the context numbers when they explain it), a client TTFT far from the
+    /// server's own (`clock_gap`), cold prompts that hit the prefix cache
+    /// (`cache_hit`). Empty when there is nothing to say. Records written
+    /// before it was a list carry one `warning` (or null), read here as a list.
+    #[serde(default, alias = "warning", deserialize_with = "one_or_many")]
+    pub warnings: Vec<Failure>,
+}
+
+/// `null`, one failure, or a list of them.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Failure>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Said {
+        One(Box<Failure>),
+        Many(Vec<Failure>),
+    }
+    Ok(match Option::<Said>::deserialize(d)? {
+        None => Vec::new(),
+        Some(Said::One(f)) => vec![*f],
+        Some(Said::Many(v)) => v,
+    })
 }
 
 impl CellRecord {
@@ -79,6 +97,38 @@ pub(crate) fn sample(cell: &str, status: Status, message: &str) -> CellRecord {
         metrics: (status == Status::Ok).then(super::sample_metrics),
         started_at: Timestamp::from_unix_ms(1_764_749_780_000),
         finished_at: Timestamp::from_unix_ms(1_764_749_784_500),
-        warning: None,
+        warnings: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_with_one_warning_or_none_read_as_a_list() {
+        let mut r = sample("a/x", Status::Ok, "");
+        let w = Failure::new(
+            crate::model::FailureKind::ShortOutput,
+            crate::model::FailureSource::Client,
+            "short",
+        );
+        r.warnings = vec![w.clone()];
+        let mut v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["warnings"][0]["kind"], "short_output");
+        let back: CellRecord = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back, r);
+        // The earlier shape: one `warning`, or null, or absent.
+        let map = v.as_object_mut().unwrap();
+        map.remove("warnings");
+        map.insert("warning".into(), serde_json::to_value(&w).unwrap());
+        let old: CellRecord = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(old.warnings, vec![w]);
+        v["warning"] = serde_json::Value::Null;
+        let old: CellRecord = serde_json::from_value(v.clone()).unwrap();
+        assert!(old.warnings.is_empty());
+        v.as_object_mut().unwrap().remove("warning");
+        let old: CellRecord = serde_json::from_value(v).unwrap();
+        assert!(old.warnings.is_empty());
     }
 }

@@ -635,7 +635,7 @@ mod tests {
             metrics: None,
             started_at: Timestamp::from_unix_ms(0),
             finished_at: Timestamp::from_unix_ms(1000),
-            warning: None,
+            warnings: Vec::new(),
         }
     }
 

@@ -160,7 +160,7 @@ impl Story {
                 metrics,
                 started_at,
                 finished_at,
-                warning: None,
+                warnings: Vec::new(),
             }),
         });
         self
@@ -478,13 +478,13 @@ fn a_short_cell_is_flagged_in_the_grid_and_explained_in_its_details() {
     let mut r = view.records[&first].clone();
     let m = r.metrics.as_mut().unwrap();
     (m.short_requests, m.output_tokens_asked) = (4, Some(512));
-    r.warning = Some(
+    r.warnings = vec![
         Failure::new(
             FailureKind::ShortOutput,
             crate::model::FailureSource::Client,
             "4 of 4 requests returned fewer tokens than the 128 asked (49, 48, 48, 47; 192 of 512 tokens in all): prompt 2,000 + 128 asked > context 2,048",
         ),
-    );
+    ];
     r.finished_at = at(500);
     view.apply(&Event::CellFinished {
         at: r.finished_at,

@@ -276,7 +276,7 @@ impl CellView {
                 },
             },
             Status::Ok => match &r.metrics {
-                Some(m) => match (mode.show(m, base, is_baseline), &r.warning) {
+                Some(m) => match (mode.show(m, base, is_baseline), r.warnings.first()) {
                     (CellView::Value { text, .. }, Some(w)) => {
                         let mark = match (w.kind, m.output_tokens_asked) {
                             (FailureKind::ShortOutput, Some(asked)) => {
@@ -521,7 +521,7 @@ mod tests {
             metrics: None,
             started_at: Timestamp::default(),
             finished_at: Timestamp::default(),
-            warning: None,
+            warnings: Vec::new(),
         };
         let cv = CellView::of_record(&r, ValueMode::default(), None, false);
         assert_eq!(
@@ -549,11 +549,11 @@ mod tests {
             CellView::of_record(&r, ValueMode::default(), None, false),
             CellView::Value { .. }
         ));
-        r.warning = Some(crate::model::Failure::new(
+        r.warnings = vec![crate::model::Failure::new(
             FailureKind::ShortOutput,
             crate::model::FailureSource::Client,
             "1 of 4 requests returned fewer tokens than the 32 asked",
-        ));
+        )];
         let cv = CellView::of_record(&r, ValueMode::default(), None, false);
         assert_eq!(
             cv,

@@ -418,7 +418,7 @@ impl ViewState {
     /// A finished cell: it replaces an older record of the same cell, never a newer one.
     /// Its failure's text is kept as it may be shown ([`display`]).
     pub fn record(&mut self, mut record: CellRecord) {
-        for f in record.failure.iter_mut().chain(record.warning.iter_mut()) {
+        for f in record.failure.iter_mut().chain(record.warnings.iter_mut()) {
             shown(&mut f.message);
             f.evidence.iter_mut().for_each(shown);
         }

@@ -112,10 +112,14 @@ pub fn line(ev: &Event) -> Option<String> {
 /// requests returned fewer tokens than the 128 asked (…)`.
 pub fn outcome(r: &CellRecord) -> String {
     match (r.status, &r.metrics, &r.failure) {
-        (Status::Ok, Some(m), _) => match &r.warning {
-            Some(w) => format!("ok  {}  {} {}", summary(m), w.kind.badge(), w.message),
-            None => format!("ok  {}", summary(m)),
-        },
+        (Status::Ok, Some(m), _) => {
+            let mut line = format!("ok  {}", summary(m));
+            for (i, w) in r.warnings.iter().enumerate() {
+                let sep = if i == 0 { "  " } else { "; " };
+                line.push_str(&format!("{sep}{} {}", w.kind.badge(), w.message));
+            }
+            line
+        }
         (Status::Ok, None, _) => "ok".into(),
         (Status::Failed, _, Some(f)) => format!(
             "FAILED {} — {}",

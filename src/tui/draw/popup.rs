@@ -365,13 +365,13 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                             r.duration_s()
                         ),
                     ));
-                    // A failure, or the warning an ok cell's numbers come with.
+                    // A failure, or the warnings an ok cell's numbers come with.
                     let said = r
                         .failure
-                        .as_ref()
+                        .iter()
                         .map(|f| ("failure", f))
-                        .or(r.warning.as_ref().map(|w| ("warning", w)));
-                    if let Some((what, f)) = said {
+                        .chain(r.warnings.iter().map(|w| ("warning", w)));
+                    for (what, f) in said {
                         lines.push(Line::raw(""));
                         lines.push(kv(
                             app,
