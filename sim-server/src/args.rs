@@ -32,6 +32,16 @@ pub struct SimArgs {
     /// BOS the server adds), as vLLM does with some tokenizers.
     #[arg(long)]
     pub bos: bool,
+    /// Tokens a chat template puts before the messages (a model's default
+    /// system prompt): the same in every chat prompt, so the prefix cache
+    /// finds them.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub system_prompt_tokens: u32,
+    /// The HTTP front end holds each generation request this long before the
+    /// engine's clock starts (a slow proxy or network): the server's own TTFT
+    /// does not see it, the client's does.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub front_delay_ms: u64,
     /// Tensor-parallel size: speeds decoding up, adds NCCL lines and per-rank errors.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub tp: u32,

@@ -35,8 +35,37 @@ pub enum Phase {
 }
 
 /// Cumulative and per-log-interval counters.
+/// A Prometheus histogram's sum and count (its buckets are not simulated
+/// beyond `+Inf`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HistSum {
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl HistSum {
+    pub fn observe(&mut self, seconds: f64) {
+        self.sum += seconds;
+        self.count += 1;
+    }
+}
+
+/// The latency histograms, by the server's own clock: from the moment the
+/// engine sees a request.
+#[derive(Debug, Default, Clone)]
+pub struct Latencies {
+    pub ttft: HistSum,
+    pub itl: HistSum,
+    pub e2e: HistSum,
+    pub queue: HistSum,
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct Counters {
+    pub latency: Latencies,
+    /// Prompt tokens looked up in the prefix cache, and those found.
+    pub cache_queries: u64,
+    pub cache_hits: u64,
     pub output_tokens: u64,
     pub prompt_tokens: u64,
     pub requests_finished: u64,
@@ -81,6 +110,7 @@ pub struct Shared {
     pub style: Style,
     pub ready: AtomicBool,
     counters: Mutex<Counters>,
+    pub prefix_cache: Mutex<crate::cache::PrefixCache>,
     phase_tx: watch::Sender<Phase>,
     request_seq: AtomicU64,
     token_fault: Option<(u64, TokenFault)>,
@@ -98,6 +128,7 @@ impl Shared {
             style,
             ready: AtomicBool::new(false),
             counters: Mutex::new(Counters::default()),
+            prefix_cache: Mutex::new(crate::cache::PrefixCache::default()),
             phase_tx: watch::channel(Phase::Running).0,
             request_seq: AtomicU64::new(0),
             token_fault,
@@ -108,6 +139,25 @@ impl Shared {
         // A poisoned lock only means another task panicked mid-update; the counts
         // are still the best we have.
         self.counters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Look a prompt up in the prefix cache and count it.
+    pub fn cache_lookup(&self, ids: &[u32]) {
+        let hits = self
+            .prefix_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .lookup(ids);
+        let mut c = self.counters();
+        c.cache_queries += ids.len() as u64;
+        c.cache_hits += hits;
+    }
+
+    pub fn flush_cache(&self) {
+        self.prefix_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     pub fn phase(&self) -> Phase {
@@ -516,6 +566,9 @@ pub async fn generate(shared: Arc<Shared>, gen: Generation, mut sink: Sink) -> O
     let first_token_at = after(gen.start, pacing.ttft(gen.prompt_tokens, active));
     let mut deadline = first_token_at;
     let mut emitted = 0u64;
+    // No queue here: every request is scheduled as it arrives.
+    shared.counters().latency.queue.observe(0.0);
+    let mut last_sent = gen.start;
     while emitted < gen.max_tokens {
         let spec_step = emitted > 0 && pacing.speculative();
         let want = if spec_step {
@@ -577,8 +630,20 @@ pub async fn generate(shared: Arc<Shared>, gen: Generation, mut sink: Sink) -> O
                 }
             }
         }
+        let now = Instant::now();
+        let latency = &mut shared.counters().latency;
+        if emitted == granted {
+            latency.ttft.observe((now - gen.start).as_secs_f64());
+        } else {
+            latency.itl.observe((now - last_sent).as_secs_f64());
+        }
+        last_sent = now;
     }
-    shared.counters().requests_finished += 1;
+    {
+        let mut c = shared.counters();
+        c.requests_finished += 1;
+        c.latency.e2e.observe(gen.start.elapsed().as_secs_f64());
+    }
     match sink {
         Sink::Collect(all) => Outcome::Done(all),
         Sink::Stream(_) => {

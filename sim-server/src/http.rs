@@ -136,14 +136,22 @@ async fn handle(shared: Arc<Shared>, peer: SocketAddr, req: Request<Incoming>) -
 }
 
 async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
-    // Pacing counts from here: the request's head is in.
-    let start = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let front_delay = shared.args.front_delay_ms;
+    if front_delay > 0 && path.starts_with("/v1/") && method == HttpMethod::POST {
+        tokio::time::sleep(Duration::from_millis(front_delay)).await;
+    }
+    // Pacing (and the server's own clock) counts from here: the request's
+    // head is in.
+    let start = Instant::now();
     let sglang = shared.args.flavor == Flavor::Sglang;
+    let dev_mode = std::env::var("VLLM_SERVER_DEV_MODE").is_ok_and(|v| v == "1");
     let allowed = match path.as_str() {
         "/health" | "/v1/models" | "/metrics" | "/version" => HttpMethod::GET,
         "/get_model_info" | "/get_server_info" | "/health_generate" if sglang => HttpMethod::GET,
+        "/flush_cache" if sglang => HttpMethod::POST,
+        "/reset_prefix_cache" if !sglang && dev_mode => HttpMethod::POST,
         "/tokenize" if shared.args.no_tokenize => return detail(StatusCode::NOT_FOUND),
         "/v1/completions" | "/v1/chat/completions" | "/tokenize" => HttpMethod::POST,
         _ => return detail(StatusCode::NOT_FOUND),
@@ -175,6 +183,9 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             _ => health_generate(shared).await,
         };
     }
+    if matches!(path.as_str(), "/flush_cache" | "/reset_prefix_cache") {
+        return flush_cache(shared);
+    }
     let body = match Limited::new(req.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
@@ -205,6 +216,20 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
+/// Empty the prefix cache, answering as the imitated server does.
+fn flush_cache(shared: &Shared) -> Response<Body> {
+    shared.flush_cache();
+    if shared.args.flavor == Flavor::Sglang {
+        response(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            full("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"),
+        )
+    } else {
+        json_response(StatusCode::OK, &json!({"success": true}))
+    }
+}
+
 /// 404 for a model this server does not serve.
 fn check_model(shared: &Shared, body: &Value) -> Option<Response<Body>> {
     match body.get("model") {
@@ -225,24 +250,33 @@ fn check_model(shared: &Shared, body: &Value) -> Option<Response<Body>> {
     }
 }
 
-/// Prompt token count of a completions or chat body.
-fn prompt_tokens(body: &Value, endpoint: Endpoint) -> Result<u64, String> {
-    let ids = match endpoint {
+/// Prompt token ids of a completions or chat body.
+fn prompt_ids(shared: &Shared, body: &Value, endpoint: Endpoint) -> Result<Vec<u32>, String> {
+    match endpoint {
         Endpoint::Completions => match body.get("prompt") {
-            Some(p) => tokenizer::encode_prompt(p)?,
-            None => return Err("'prompt' is required".to_string()),
+            Some(p) => tokenizer::encode_prompt(p),
+            None => Err("'prompt' is required".to_string()),
         },
         Endpoint::Chat => match body.get("messages") {
-            Some(m) => tokenizer::encode_chat(m)?,
-            None => return Err("'messages' is required".to_string()),
+            Some(m) => chat_ids(shared, m),
+            None => Err("'messages' is required".to_string()),
         },
-    };
-    Ok(ids.len() as u64)
+    }
+}
+
+/// A chat's token ids as the template makes them: the model's default system
+/// prompt (if it has one) before the messages.
+fn chat_ids(shared: &Shared, messages: &Value) -> Result<Vec<u32>, String> {
+    /// The system prompt's token: one id, repeated (its text is never shown).
+    const SYSTEM_TOKEN: u32 = 11;
+    let mut ids = vec![SYSTEM_TOKEN; shared.args.system_prompt_tokens as usize];
+    ids.extend(tokenizer::encode_chat(messages)?);
+    Ok(ids)
 }
 
 fn tokenize(shared: &Shared, body: &Value) -> Response<Body> {
     let ids = if let Some(m) = body.get("messages") {
-        tokenizer::encode_chat(m)
+        chat_ids(shared, m)
     } else if let Some(p) = body.get("prompt") {
         tokenizer::encode_prompt(p)
     } else {
@@ -294,16 +328,17 @@ async fn completion(
     start: Instant,
 ) -> Response<Body> {
     let parsed = (|| {
-        let prompt = prompt_tokens(body, endpoint)? + u64::from(shared.args.bos);
+        let ids = prompt_ids(shared, body, endpoint)?;
+        let prompt = ids.len() as u64 + u64::from(shared.args.bos);
         let max = max_tokens(body, endpoint)?;
         let stream = bool_field(body, "stream")?;
         let include_usage = match body.get("stream_options") {
             None | Some(Value::Null) => false,
             Some(o) => bool_field(o, "include_usage")?,
         };
-        Ok::<_, String>((prompt, max, stream, include_usage))
+        Ok::<_, String>((ids, prompt, max, stream, include_usage))
     })();
-    let (prompt, mut max, stream, include_usage) = match parsed {
+    let (ids, prompt, mut max, stream, include_usage) = match parsed {
         Ok(p) => p,
         Err(e) => return bad_request(shared, &e),
     };
@@ -317,6 +352,7 @@ async fn completion(
             &overflow_message(shared.args.flavor, limit, prompt, max),
         );
     }
+    shared.cache_lookup(&ids);
     let seq = shared.next_request_seq();
     let id = match endpoint {
         Endpoint::Completions => format!("cmpl-sim{seq:024x}"),
@@ -498,6 +534,51 @@ fn metrics(shared: &Shared) -> String {
         let _ = writeln!(out, "# TYPE {name} {kind}");
         let _ = writeln!(out, "{name}{{{labels}}} {value:?}");
     };
+    // The latency histograms, by the engine's clock (only the +Inf bucket).
+    let (prefix, queue) = match shared.args.flavor {
+        Flavor::Vllm => ("vllm", "request_queue_time_seconds"),
+        Flavor::Sglang => ("sglang", "queue_time_seconds"),
+    };
+    let hist_labels = match shared.args.flavor {
+        Flavor::Vllm => format!("engine=\"0\",model_name=\"{model}\""),
+        Flavor::Sglang => format!("model_name=\"{model}\""),
+    };
+    let lat = &c.latency;
+    let mut histograms = String::new();
+    for (name, help, h) in [
+        (
+            "time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            lat.ttft,
+        ),
+        (
+            "inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            lat.itl,
+        ),
+        (
+            "e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            lat.e2e,
+        ),
+        (
+            queue,
+            "Histogram of time spent in the waiting queue in seconds.",
+            lat.queue,
+        ),
+    ] {
+        let name = format!("{prefix}:{name}");
+        let l = &hist_labels;
+        let _ = writeln!(histograms, "# HELP {name} {help}");
+        let _ = writeln!(histograms, "# TYPE {name} histogram");
+        let _ = writeln!(
+            histograms,
+            "{name}_bucket{{{l},le=\"+Inf\"}} {:?}",
+            h.count as f64
+        );
+        let _ = writeln!(histograms, "{name}_count{{{l}}} {:?}", h.count as f64);
+        let _ = writeln!(histograms, "{name}_sum{{{l}}} {:?}", h.sum);
+    }
     match shared.args.flavor {
         Flavor::Vllm => {
             let l = format!("engine=\"0\",model_name=\"{model}\"");
@@ -528,6 +609,20 @@ fn metrics(shared: &Shared) -> String {
                 "Number of generation tokens processed.",
                 &l,
                 c.output_tokens as f64,
+            );
+            metric(
+                "vllm:prefix_cache_queries_total",
+                "counter",
+                "Prefix cache queries, in terms of number of queried tokens.",
+                &l,
+                c.cache_queries as f64,
+            );
+            metric(
+                "vllm:prefix_cache_hits_total",
+                "counter",
+                "Prefix cache hits, in terms of number of cached tokens.",
+                &l,
+                c.cache_hits as f64,
             );
             metric(
                 "vllm:request_success_total",
@@ -591,6 +686,24 @@ fn metrics(shared: &Shared) -> String {
                 c.prompt_tokens as f64,
             );
             metric(
+                "sglang:cached_tokens_total",
+                "counter",
+                "Number of cached prompt tokens.",
+                &format!("{l},cache_source=\"device\""),
+                c.cache_hits as f64,
+            );
+            metric(
+                "sglang:cache_hit_rate",
+                "gauge",
+                "The prefix cache hit rate.",
+                &l,
+                if c.cache_queries > 0 {
+                    c.cache_hits as f64 / c.cache_queries as f64
+                } else {
+                    0.0
+                },
+            );
+            metric(
                 "sglang:generation_tokens_total",
                 "counter",
                 "Number of generation tokens processed.",
@@ -608,6 +721,7 @@ fn metrics(shared: &Shared) -> String {
             }
         }
     }
+    out.push_str(&histograms);
     out
 }
 

@@ -77,6 +77,7 @@
 //! printed leaves its placeholder as written (and fails the unit test).
 
 mod args;
+mod cache;
 mod engine;
 mod faults;
 mod http;

@@ -35,7 +35,8 @@ pub fn export(args: ExportArgs) -> Result<u8> {
     for p in &results.problems {
         eprintln!("warning: {p}");
     }
-    let text = export::render(args.format, plan, &results.records);
+    let servers = store::read_servers(dir);
+    let text = export::render(args.format, plan, &results.records, &servers);
     match &args.output {
         Some(p) => std::fs::write(p, text).context(|| format!("cannot write {}", p.display()))?,
         None => super::print(&text)?,

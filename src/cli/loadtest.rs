@@ -92,7 +92,8 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
     let rt = super::runtime(2)?;
     rt.block_on(async move {
         let probe = load::http_client();
-        let (listed, limit) = load::server_model(&probe, &base).await;
+        let about = load::about(&probe, &base, crate::plan::ServerKind::Openai.preset()).await;
+        let (listed, limit) = (about.model, about.context);
         let model = args
             .model
             .clone()
@@ -113,7 +114,11 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
         if let Some(n) = notice {
             eprintln!("warning: {n}");
         }
-        let (body, measured, error) = measure.fit(instruction, args.prompt_tokens).await;
+        let (tags, notice) = load::tags::Tags::calibrate(&measure).await;
+        if let Some(n) = notice {
+            eprintln!("warning: {n}");
+        }
+        let (body, measured, error) = measure.fit(instruction, args.prompt_tokens, &tags).await;
         if let Some(e) = error {
             eprintln!("warning: {e}; the prompt length is estimated");
         }
@@ -128,6 +133,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             warmup: args.warmup,
             max_tokens: args.max_tokens,
             prompts: Arc::new(vec![body]),
+            tags,
             request_timeout: Duration::from_secs_f64(args.request_timeout),
             stall_timeout: Duration::from_secs_f64(args.request_timeout),
         };
@@ -144,14 +150,23 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
                 w.write(r);
             }
         };
-        let run = load::run_cell(&pool, &target, &cell, &seq, &mut sink).await;
+        let run = load::run_cell(&pool, &target, &cell, &seq, &mut sink, Some(&probe)).await;
         if let Some(w) = writer.take() {
             let p = w
                 .finish()
                 .context(|| "cannot finish the request records".into())?;
             eprintln!("request records: {}", p.display());
         }
-        let metrics = run.stats.metrics(run.wall_ns);
+        let mut metrics = run.stats.metrics(run.wall_ns);
+        let mut notes = Vec::new();
+        match run.server.as_ref().map(|r| {
+            r.figures()
+                .of_these_requests(run.stats.ok(), run.stats.requests)
+        }) {
+            Some(Ok(f)) => f.fill(&mut metrics),
+            Some(Err(why)) => notes.push(why),
+            None => notes.push("the server has no /metrics page: no server-side figures".into()),
+        }
         let errors: Vec<String> = run
             .stats
             .errors
@@ -159,14 +174,27 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             .map(|e| crate::detect::request_failure(e).message)
             .take(5)
             .collect();
-        let warning = crate::detect::short_output(&run, &metrics, limit);
+        let warnings: Vec<crate::model::Failure> =
+            crate::detect::short_output(&run, &metrics, limit)
+                .into_iter()
+                .chain(crate::detect::clock_gap(
+                    &metrics,
+                    crate::plan::DEFAULT_MAX_TTFT_GAP_MS,
+                ))
+                .chain(crate::detect::cache_hit(
+                    &metrics,
+                    crate::plan::DEFAULT_MAX_COLD_CACHE_HIT_PCT,
+                ))
+                .collect();
         if args.json {
             let mut v = serde_json::to_value(&metrics)?;
             v["prompt_tokens_target"] = args.prompt_tokens.into();
             v["prompt_tokens_measured"] = measured.into();
             v["context_limit"] = limit.into();
             v["errors"] = errors.into();
-            v["warning"] = serde_json::to_value(&warning)?;
+            v["ttft_gap_ms"] = metrics.ttft_gap_ms().into();
+            v["warnings"] = serde_json::to_value(&warnings)?;
+            v["notes"] = notes.clone().into();
             super::print(&format!("{}\n", crate::model::text::to_json_pretty(&v)?))?;
         } else {
             let mut text = format!(
@@ -181,8 +209,14 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             for (name, value) in metric_lines(&metrics, false) {
                 text.push_str(&format!("{name:<20} {value}\n"));
             }
-            if let Some(w) = &warning {
+            if let Some(gap) = metrics.ttft_gap_ms() {
+                text.push_str(&format!("{:<20} {gap:+.2} ms\n", "TTFT client-server"));
+            }
+            for w in &warnings {
                 text.push_str(&format!("warning: {}\n", display(&w.message)));
+            }
+            for n in &notes {
+                text.push_str(&format!("note: {}\n", display(n)));
             }
             for e in &errors {
                 text.push_str(&format!("error: {}\n", display(&e.to_string())));

@@ -21,7 +21,12 @@ pub fn open(args: OpenArgs) -> Result<u8> {
     if !std::io::stdout().is_terminal() {
         let mut records: Vec<_> = view.records.values().cloned().collect();
         records.sort_by(|a, b| a.cell.cmp(&b.cell));
-        super::print(&export::render(Format::Md, view.plan.clone(), &records))?;
+        super::print(&export::render(
+            Format::Md,
+            view.plan.clone(),
+            &records,
+            &view.servers,
+        ))?;
         return Ok(0);
     }
     let show_gpu = view

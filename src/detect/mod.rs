@@ -39,7 +39,8 @@ pub use http::{classify_http, classify_stream_error, context_numbers, is_overflo
 pub use log::{classify_line, LineClass, LogPatterns, LogWatch, EVIDENCE_CONTEXT, TAIL_KEEP};
 pub use text::{clean_line, strip_ansi};
 pub use validate::{
-    looks_like_server_gone, request_failure, short_output, validate, zero_tokens, ServerHealth,
+    cache_hit, clock_gap, looks_like_server_gone, request_failure, short_output, validate,
+    zero_tokens, Checks, ServerHealth,
 };
 
 /// What `sweeptop classify` reports for a piece of text.

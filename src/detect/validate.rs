@@ -13,17 +13,36 @@ pub struct ServerHealth {
     pub died: Option<Failure>,
 }
 
-/// Decide a cell's status. `Ok(warning)` means the metrics may be recorded as
-/// `ok`, with what they must be read with (short outputs), if anything;
-/// `fail_short` makes that warning the cell's failure instead.
+/// What a cell's figures are judged against (the plan's limits).
+#[derive(Debug, Clone, Copy)]
+pub struct Checks {
+    pub max_error_rate: f64,
+    /// Short outputs fail the cell (else they are its first warning).
+    pub fail_short: bool,
+    pub context_limit: Option<u64>,
+    /// The client's and the server's mean TTFT may differ by this much.
+    pub max_ttft_gap_ms: f64,
+    /// A cold cell may find this % of its prompt tokens cached; `None` for a
+    /// warm cell (nothing to flag).
+    pub max_cold_cache_hit_pct: Option<f64>,
+}
+
+/// Decide a cell's status. `Ok(warnings)` means the metrics may be recorded
+/// as `ok`, with what they must be read with, most important first: short
+/// outputs, a client TTFT far from the server's, cold prompts that hit the
+/// cache.
 pub fn validate(
     run: &CellRun,
     metrics: &Metrics,
     health: &ServerHealth,
-    max_error_rate: f64,
-    fail_short: bool,
-    context_limit: Option<u64>,
-) -> Result<Option<Failure>, Failure> {
+    checks: &Checks,
+) -> Result<Vec<Failure>, Failure> {
+    let Checks {
+        max_error_rate,
+        fail_short,
+        context_limit,
+        ..
+    } = *checks;
     if let Some(f) = &health.died {
         return Err(f.clone());
     }
@@ -62,7 +81,53 @@ pub fn validate(
     if !metrics.has_tokens() {
         return Err(zero_tokens(metrics.requests));
     }
-    Ok(short)
+    Ok(short
+        .into_iter()
+        .chain(clock_gap(metrics, checks.max_ttft_gap_ms))
+        .chain(
+            checks
+                .max_cold_cache_hit_pct
+                .and_then(|max| cache_hit(metrics, max)),
+        )
+        .collect())
+}
+
+/// The client's mean TTFT against the server's own: a gap over `max_ms`
+/// means something between them (the HTTP front end, the network, a busy
+/// client) is part of the measurement.
+pub fn clock_gap(metrics: &Metrics, max_ms: f64) -> Option<Failure> {
+    let gap = metrics.ttft_gap_ms()?;
+    let server = metrics.server_ttft_ms_mean?;
+    (gap.abs() > max_ms).then(|| {
+        let words = if gap > 0.0 {
+            "the client, the network or the server's HTTP front end added it"
+        } else {
+            "the client measured less than the server: its histogram is not of these requests"
+        };
+        Failure::new(
+            FailureKind::ClockGap,
+            FailureSource::Client,
+            format!(
+                "mean TTFT {:.1} ms here, {server:.1} ms by the server's own clock: {gap:+.1} ms, over the {max_ms} ms allowed ({words})",
+                metrics.ttft_ms_mean
+            ),
+        )
+    })
+}
+
+/// A cold cell whose prompts the server found in its prefix cache: its TTFT
+/// is not a cold prefill's.
+pub fn cache_hit(metrics: &Metrics, max_pct: f64) -> Option<Failure> {
+    let pct = metrics.prefix_cache_hit_pct?;
+    (pct > max_pct).then(|| {
+        Failure::new(
+            FailureKind::CacheHit,
+            FailureSource::Client,
+            format!(
+                "{pct:.1} % of the prompt tokens were found in the server's prefix cache, over the {max_pct} % a cold cell allows: TTFT is not a cold prefill's"
+            ),
+        )
+    })
 }
 
 /// Successful requests that returned fewer tokens than they asked for: what
@@ -193,10 +258,17 @@ mod tests {
         died: Option<Failure>,
         rate: f64,
         fail_short: bool,
-    ) -> Result<Option<Failure>, Failure> {
+    ) -> Result<Vec<Failure>, Failure> {
         let run = run_of(&records);
         let m = run.stats.metrics(run.wall_ns);
-        validate(&run, &m, &ServerHealth { died }, rate, fail_short, Some(20))
+        let checks = Checks {
+            max_error_rate: rate,
+            fail_short,
+            context_limit: Some(20),
+            max_ttft_gap_ms: 25.0,
+            max_cold_cache_hit_pct: Some(10.0),
+        };
+        validate(&run, &m, &ServerHealth { died }, &checks)
     }
 
     /// A cell of one second that measured `records`.
@@ -208,6 +280,7 @@ mod tests {
             wall_ns: 1_000_000_000,
             stalled_for: None,
             in_flight: 0,
+            server: None,
         }
     }
 
@@ -290,5 +363,57 @@ mod tests {
         // Nothing short, nothing to say.
         let run = run_of(&[rec(8, 8, None)]);
         assert!(short_output(&run, &run.stats.metrics(run.wall_ns), Some(20)).is_none());
+    }
+
+    #[test]
+    fn the_server_clock_and_cache_add_warnings_after_short_outputs() {
+        let records = vec![rec(8, 8, None), rec(5, 8, None)];
+        let run = run_of(&records);
+        let mut m = run.stats.metrics(run.wall_ns);
+        let mut checks = Checks {
+            max_error_rate: 0.0,
+            fail_short: false,
+            context_limit: None,
+            max_ttft_gap_ms: 25.0,
+            max_cold_cache_hit_pct: Some(10.0),
+        };
+        let kinds = |m: &Metrics, c: &Checks| -> Vec<FailureKind> {
+            validate(&run, m, &ServerHealth { died: None }, c)
+                .unwrap()
+                .iter()
+                .map(|f| f.kind)
+                .collect()
+        };
+        // No server-side figures: nothing to compare.
+        assert_eq!(kinds(&m, &checks), [FailureKind::ShortOutput]);
+        // Within the allowed gap, no cache hits.
+        (m.server_ttft_ms_mean, m.prefix_cache_hit_pct) = (Some(m.ttft_ms_mean - 5.0), Some(0.0));
+        assert_eq!(kinds(&m, &checks), [FailureKind::ShortOutput]);
+        // 40 ms the server did not see, and half the prompts cached.
+        (m.server_ttft_ms_mean, m.prefix_cache_hit_pct) = (Some(m.ttft_ms_mean - 40.0), Some(50.0));
+        assert_eq!(
+            kinds(&m, &checks),
+            [
+                FailureKind::ShortOutput,
+                FailureKind::ClockGap,
+                FailureKind::CacheHit
+            ]
+        );
+        let gap = clock_gap(&m, 25.0).unwrap();
+        assert!(
+            gap.message.contains("+40.0 ms, over the 25 ms allowed"),
+            "{}",
+            gap.message
+        );
+        // A warm cell is meant to hit the cache.
+        checks.max_cold_cache_hit_pct = None;
+        assert_eq!(
+            kinds(&m, &checks),
+            [FailureKind::ShortOutput, FailureKind::ClockGap]
+        );
+        // A client faster than the server is as suspect.
+        m.server_ttft_ms_mean = Some(m.ttft_ms_mean + 30.0);
+        let gap = clock_gap(&m, 25.0).unwrap();
+        assert!(gap.message.contains("-30.0 ms"), "{}", gap.message);
     }
 }

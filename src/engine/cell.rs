@@ -19,7 +19,7 @@ use crate::model::{
     Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, Level, RequestRecord,
     Timestamp,
 };
-use crate::plan::{Cell, Config, Overflow, Plan, ShortRequests};
+use crate::plan::{Cache, Cell, Config, Overflow, Plan, ShortRequests};
 
 impl Engine {
     /// Run one cell on a live server and say how it ended.
@@ -47,7 +47,7 @@ impl Engine {
             Ok(p) => p,
             Err(f) => return CellEnd::Done(failed(f)),
         };
-        let Some(load) = self.cell_load(cell, prompts) else {
+        let Some(load) = self.cell_load(cell, prompts, &live.tags) else {
             return CellEnd::Done(outcome::skipped(cell, started_at));
         };
         let pool = match load::Pool::new(&live.target.base) {
@@ -67,9 +67,14 @@ impl Engine {
         if let Some(g) = &self.gpu {
             g.begin_cell(config.gpus.as_deref(), &active);
         }
-        let spec_before = load::spec::metrics_text(&self.http, &live.target.base)
-            .await
-            .and_then(|t| load::spec::parse(&t));
+        let cold = self
+            .plan
+            .workload(&cell.workload)
+            .is_none_or(|w| w.cache == Cache::Cold);
+        if cold {
+            let paths = config.kind.preset().flush;
+            self.flush_cache(&cell.config, paths, live).await;
+        }
         let measured = self.measure(cell, started_at, &pool, &load, live).await;
         let gpu = self.gpu.as_ref().map(|g| g.end_cell(&active));
         let run = match measured {
@@ -80,25 +85,29 @@ impl Engine {
         if let Some((mem, util)) = gpu {
             (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = (mem, util);
         }
-        metrics.accept_len = self.acceptance_length(live, spec_before).await;
+        let counted = self.server_figures(cell, &run, live);
+        if let Some(f) = &counted {
+            f.fill(&mut metrics);
+        }
+        metrics.accept_len = acceptance_length(live, &run, counted.as_ref());
         let limits = &self.plan.limits;
         let health = ServerHealth {
             died: death_failure(&live.server),
         };
-        match detect::validate(
-            &run,
-            &metrics,
-            &health,
-            limits.max_error_rate,
-            limits.short_requests == ShortRequests::Fail,
-            live.context_limit,
-        ) {
-            Ok(warning) => {
+        let checks = detect::Checks {
+            max_error_rate: limits.max_error_rate,
+            fail_short: limits.short_requests == ShortRequests::Fail,
+            context_limit: live.context_limit,
+            max_ttft_gap_ms: limits.max_ttft_gap_ms,
+            max_cold_cache_hit_pct: cold.then_some(limits.max_cold_cache_hit_pct),
+        };
+        match detect::validate(&run, &metrics, &health, &checks) {
+            Ok(mut warnings) => {
+                if limits.short_requests == ShortRequests::Ignore {
+                    warnings.retain(|w| w.kind != FailureKind::ShortOutput);
+                }
                 let mut record = outcome::ok(cell, started_at, metrics);
-                record.warnings = warning
-                    .filter(|_| limits.short_requests == ShortRequests::Flag)
-                    .into_iter()
-                    .collect();
+                record.warnings = warnings;
                 CellEnd::Done(record)
             }
             Err(f) => {
@@ -114,7 +123,12 @@ impl Engine {
     }
 
     /// What the cell sends, from its workload and the plan's limits.
-    fn cell_load(&self, cell: &Cell, prompts: Arc<Vec<String>>) -> Option<CellLoad> {
+    fn cell_load(
+        &self,
+        cell: &Cell,
+        prompts: Arc<Vec<String>>,
+        tags: &load::tags::Tags,
+    ) -> Option<CellLoad> {
         let w = self.plan.workload(&cell.workload)?;
         let limits = &self.plan.limits;
         Some(CellLoad {
@@ -128,6 +142,7 @@ impl Engine {
             warmup: w.warmup,
             max_tokens: w.max_tokens,
             prompts,
+            tags: tags.at(tag_place(w.cache)),
             request_timeout: Duration::from_secs_f64(limits.request_timeout_s),
             stall_timeout: Duration::from_secs_f64(limits.stall_timeout_s),
         })
@@ -169,7 +184,8 @@ impl Engine {
                     w.write(r);
                 }
             };
-            let run_fut = load::run_cell(pool, &live.target, load, &seq, &mut sink);
+            let side = self.http.clone();
+            let run_fut = load::run_cell(pool, &live.target, load, &seq, &mut sink, Some(&side));
             tokio::pin!(run_fut);
             loop {
                 tokio::select! {
@@ -235,31 +251,80 @@ impl Engine {
         Ok(run)
     }
 
-    /// Speculative decoding's acceptance length over the cell: from the
-    /// server's counters (vLLM: exact over the cell) when it exports them, else
-    /// the mean of its log lines during the cell, else its gauge (SGLang).
-    async fn acceptance_length(
-        &self,
+    /// Empty the server's prefix cache before a cold cell, by the first
+    /// endpoint that works (found at the server's first cold cell); a
+    /// server with none gets one notice and its cells rely on each prompt's
+    /// own prefix.
+    async fn flush_cache(&mut self, config: &str, paths: &'static [&'static str], live: &mut Live) {
+        let base = live.target.base.clone();
+        match live.flush {
+            Some(None) => {}
+            Some(Some(path)) => {
+                if let Err(e) = load::prom::flush_cache(&self.http, &base, path).await {
+                    self.notice(
+                        Level::Warn,
+                        format!("{config}: prefix cache not flushed: {e}"),
+                    );
+                }
+            }
+            None => {
+                let mut found = None;
+                for &path in paths {
+                    if load::prom::flush_cache(&self.http, &base, path)
+                        .await
+                        .is_ok()
+                    {
+                        found = Some(path);
+                        break;
+                    }
+                }
+                live.flush = Some(found);
+                if found.is_none() {
+                    self.notice(
+                        Level::Info,
+                        format!("{config}: the server's prefix cache cannot be flushed between cells (vLLM serves POST /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1, which server.kind = \"vllm\" sets; SGLang serves /flush_cache): cold cells rely on each prompt's own tag, and the cache hit rate shows whether it held"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The server's own figures over the measured requests, when its
+    /// `/metrics` has them and they are of this cell's requests alone; a
+    /// notice says why not (once per server for a missing page).
+    fn server_figures(
+        &mut self,
+        cell: &Cell,
+        run: &load::CellRun,
         live: &mut Live,
-        before: Option<load::spec::SpecCounters>,
-    ) -> Option<f64> {
-        let logged = live
-            .server
-            .log
-            .lock()
-            .map(|mut l| std::mem::take(&mut l.accept))
-            .unwrap_or_default();
-        let from_log =
-            (!logged.is_empty()).then(|| logged.iter().sum::<f64>() / logged.len() as f64);
-        let Some(text) = load::spec::metrics_text(&self.http, &live.target.base).await else {
-            return from_log;
+    ) -> Option<load::prom::ServerFigures> {
+        let Some(readings) = &run.server else {
+            if !live.said_no_metrics {
+                live.said_no_metrics = true;
+                self.notice(
+                    Level::Info,
+                    format!("{}: the server has no /metrics page: no server-side figures (TTFT by its own clock, prefix cache hits)", cell.config),
+                );
+            }
+            return None;
         };
-        let counted = before
-            .zip(load::spec::parse(&text))
-            .and_then(|(before, after)| load::spec::accept_len(before, after));
-        counted
-            .or(from_log)
-            .or_else(|| load::spec::sglang_gauge(&text))
+        if !readings.after.knows_latency() && !live.said_no_metrics {
+            live.said_no_metrics = true;
+            self.notice(
+                Level::Info,
+                format!("{}: the server's /metrics has no latency histogram sweeptop knows (vLLM's or SGLang's): no server-side TTFT", cell.config),
+            );
+        }
+        match readings
+            .figures()
+            .of_these_requests(run.stats.ok(), run.stats.requests)
+        {
+            Ok(f) => Some(f),
+            Err(why) => {
+                self.notice(Level::Warn, format!("{}: {why}", cell.id));
+                None
+            }
+        }
     }
 
     /// The prompts for a cell at its context target, or the failure that stops
@@ -326,8 +391,14 @@ impl Engine {
             if let Some(n) = notice {
                 self.notice(Level::Warn, format!("{}: {n}", cell.config));
             }
+            let (tags, notice) = load::tags::Tags::calibrate(&m).await;
+            if let Some(n) = notice {
+                self.notice(Level::Warn, format!("{}: {n}", cell.config));
+            }
+            live.tags = tags;
             live.measure = Some(m);
         }
+        let tags = live.tags.at(tag_place(w.cache));
         let mut bodies = Vec::new();
         let mut measured = 0;
         for src in sources.iter().take(64) {
@@ -335,7 +406,7 @@ impl Engine {
                 .measure
                 .clone()
                 .unwrap_or(load::tokenizer::Measure::Estimate);
-            let (text, n, error) = measure.fit(src, target).await;
+            let (text, n, error) = measure.fit(src, target, &tags).await;
             if let Some(e) = error {
                 // Stop asking a tokenizer that failed once.
                 self.notice(
@@ -354,6 +425,37 @@ impl Engine {
         live.prompts.insert(key, v.clone());
         Ok(v)
     }
+}
+
+/// Where a workload's requests carry their tags: first for a cold cache,
+/// last for a warm one.
+fn tag_place(cache: Cache) -> load::tags::Place {
+    match cache {
+        Cache::Cold => load::tags::Place::Start,
+        Cache::Warm => load::tags::Place::End,
+    }
+}
+
+/// Speculative decoding's acceptance length over the cell: from the server's
+/// counters (vLLM: exact over the measured requests) when it exports them,
+/// else the mean of its log lines during the cell, else its gauge (SGLang).
+fn acceptance_length(
+    live: &mut Live,
+    run: &load::CellRun,
+    counted: Option<&load::prom::ServerFigures>,
+) -> Option<f64> {
+    let logged = live
+        .server
+        .log
+        .lock()
+        .map(|mut l| std::mem::take(&mut l.accept))
+        .unwrap_or_default();
+    let from_log = (!logged.is_empty()).then(|| logged.iter().sum::<f64>() / logged.len() as f64);
+    counted.and_then(|f| f.accept_len).or(from_log).or_else(|| {
+        run.server
+            .as_ref()
+            .and_then(|r| load::prom::sglang_accept_gauge(&r.after))
+    })
 }
 
 /// Why the server is gone or broken, from its log first, else its exit.

@@ -12,7 +12,9 @@ use super::server::{ExitInfo, Launch, Server};
 use super::{preflight, Engine};
 use crate::detect;
 use crate::load::{self, Target};
-use crate::model::{Command, Event, Failure, FailureKind, FailureSource, Level, Timestamp};
+use crate::model::{
+    Command, Event, Failure, FailureKind, FailureSource, GpuStatus, Level, ServerMeta, Timestamp,
+};
 use crate::plan::{Config, ContextLimit};
 
 /// A cell's prompt bodies and their measured token count.
@@ -26,6 +28,14 @@ pub(super) struct Live {
     pub prompts: HashMap<(String, u64), Prompts>,
     /// How this server's prompts are measured (chosen at its first cell).
     pub measure: Option<load::tokenizer::Measure>,
+    /// The request tags that cost the same with this server's tokenizer
+    /// (chosen with `measure`).
+    pub tags: load::tags::Tags,
+    /// How this server's prefix cache is flushed: unknown until its first
+    /// cold cell, then the endpoint that worked, or none.
+    pub flush: Option<Option<&'static str>>,
+    /// The server's `/metrics` was missing or unknown, and a notice said so.
+    pub said_no_metrics: bool,
 }
 
 impl Engine {
@@ -118,16 +128,17 @@ impl Engine {
                 return Err(f);
             }
         }
-        let (model_listed, server_limit) = load::server_model(&self.http, &base).await;
+        let about = load::about(&self.http, &base, config.kind.preset()).await;
         let model = config
             .model
             .clone()
-            .or(model_listed)
+            .or(about.model.clone())
             .unwrap_or_else(|| "default".into());
         let context_limit = match self.plan.limits.context {
             ContextLimit::Tokens(n) => Some(n),
-            ContextLimit::Server => server_limit,
+            ContextLimit::Server => about.context,
         };
+        let meta = self.server_meta(config, &about, &model, &command).await;
         if context_limit.is_none() {
             self.notice(Level::Warn, format!("{}: the server reports no context limit and the plan sets none; prompts are not clamped", config.id));
         }
@@ -138,6 +149,7 @@ impl Engine {
             after_s: server.started.elapsed().as_secs_f64(),
             context_limit,
             model: model.clone(),
+            server: Some(Box::new(meta)),
         });
         Ok(Some(Live {
             server,
@@ -148,6 +160,9 @@ impl Engine {
             },
             context_limit,
             prompts: HashMap::new(),
+            flush: None,
+            said_no_metrics: false,
+            tags: load::tags::Tags::default(),
             measure: None,
         }))
     }
@@ -189,9 +204,9 @@ impl Engine {
                     // The model name the server lists, as the cells will send it.
                     let model = match &config.model {
                         Some(m) => m.clone(),
-                        None => load::server_model(&client, base)
+                        None => load::about(&client, base, config.kind.preset())
                             .await
-                            .0
+                            .model
                             .unwrap_or_else(|| "default".into()),
                     };
                     let target = Target {
@@ -287,6 +302,53 @@ impl Engine {
     }
 
     /// GPUs a config uses: from its `CUDA_VISIBLE_DEVICES`, else all.
+    /// What was benchmarked on this launch: the server as it describes
+    /// itself, the model's `config.json` hash, the command, and the machine.
+    async fn server_meta(
+        &self,
+        config: &Config,
+        about: &load::About,
+        model: &str,
+        command: &str,
+    ) -> ServerMeta {
+        let model_path = about.model_root.clone();
+        let model_config_sha256 = match &model_path {
+            Some(dir) => {
+                let file = std::path::Path::new(dir).join("config.json");
+                tokio::task::spawn_blocking(move || crate::store::sha256_file(&file).ok())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            None => None,
+        };
+        let snapshot = self.gpu.as_ref().and_then(|g| g.latest());
+        let (mut gpus, mut driver, mut cuda) = (Vec::new(), None, None);
+        if let Some(s) = &snapshot {
+            for i in self.active_gpus(config) {
+                if let Some(g) = s.gpu(i) {
+                    gpus.push(format!("{i}: {}", g.name));
+                }
+            }
+            if let GpuStatus::Nvml { driver: d, cuda: c } = &s.status {
+                (driver, cuda) = (d.clone(), c.clone());
+            }
+        }
+        ServerMeta {
+            kind: config.kind.as_str().to_string(),
+            version: about.version.clone(),
+            model: model.to_string(),
+            model_path,
+            model_config_sha256,
+            command: command.to_string(),
+            host: host_name(),
+            gpus,
+            driver,
+            cuda,
+            sweeptop_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
     pub(super) fn active_gpus(&self, config: &Config) -> Vec<u32> {
         match &config.gpus {
             Some(g) => g.clone(),
@@ -341,4 +403,13 @@ fn url_host(host: &str) -> String {
     } else {
         host.to_string()
     }
+}
+
+/// This machine's name, as the kernel has it.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into())
 }

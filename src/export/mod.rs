@@ -4,11 +4,12 @@
 //! come from the metric table and the grid from [`crate::view::grid`], so an
 //! export says what the dashboard says. Never recomputes a metric.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::model::text;
-use crate::model::{CellRecord, Failure, Metric, METRICS};
+use crate::model::{CellRecord, Failure, Metric, ServerMeta, METRICS};
 use crate::plan::Plan;
 use crate::view::grid::{CellView, Grid, Row, ValueMode};
 use crate::view::replay;
@@ -23,11 +24,36 @@ pub enum Format {
 /// A column of the record itself: its name and how a record's cell is written.
 type RecordColumn = (&'static str, fn(&CellRecord) -> String);
 
+/// What was benchmarked, by config id (the last launch's).
+pub type Servers = BTreeMap<String, ServerMeta>;
+
+/// A column of what was benchmarked (the record's config's server).
+type ServerColumn = (&'static str, fn(&ServerMeta) -> String);
+
 /// A CSV column.
 enum Column {
     Record(RecordColumn),
     Metric(&'static Metric),
+    Server(ServerColumn),
 }
+
+/// The CSV generation that added the server columns.
+const SERVER_SINCE: u8 = 4;
+
+/// What was benchmarked, one column each (empty when unknown).
+const SERVER: &[ServerColumn] = &[
+    ("server_kind", |m| m.kind.clone()),
+    ("server_version", |m| m.version.clone().unwrap_or_default()),
+    ("model_path", |m| m.model_path.clone().unwrap_or_default()),
+    ("model_config_sha256", |m| {
+        m.model_config_sha256.clone().unwrap_or_default()
+    }),
+    ("gpu_names", |m| m.gpus.join("; ")),
+    ("driver_version", |m| m.driver.clone().unwrap_or_default()),
+    ("cuda_version", |m| m.cuda.clone().unwrap_or_default()),
+    ("host", |m| m.host.clone()),
+    ("sweeptop_version", |m| m.sweeptop_version.clone()),
+];
 
 /// A field of a record's failure or warning; empty without one.
 fn said(f: Option<&Failure>, field: impl Fn(&Failure) -> String) -> String {
@@ -95,12 +121,17 @@ fn columns() -> Vec<Column> {
             .iter()
             .filter(move |(since, _)| *since == g)
             .map(|(_, c)| Column::Record(*c));
-        metrics.chain(record)
+        let server = SERVER
+            .iter()
+            .filter(move |_| g == SERVER_SINCE)
+            .map(|c| Column::Server(*c));
+        metrics.chain(record).chain(server)
     };
     let later = METRICS
         .iter()
         .map(|m| m.csv_since)
         .chain(LATER.iter().map(|(g, _)| *g))
+        .chain([SERVER_SINCE])
         .filter(|&g| g > 1)
         .max()
         .unwrap_or(1);
@@ -116,32 +147,61 @@ fn columns() -> Vec<Column> {
 impl Column {
     fn name(&self) -> &'static str {
         match self {
-            Column::Record((name, _)) => name,
+            Column::Record((name, _)) | Column::Server((name, _)) => name,
             Column::Metric(m) => m.key,
         }
     }
 
-    fn value(&self, r: &CellRecord) -> String {
+    fn value(&self, r: &CellRecord, servers: &Servers) -> String {
         match self {
-            // Text a server wrote reaches these (the failure message): made
-            // inert for terminals and spreadsheets.
+            // Text a server wrote reaches these (the failure message, its
+            // version): made inert for terminals and spreadsheets.
             Column::Record((_, f)) => text::spreadsheet_string(f(r)),
             Column::Metric(m) => r.metrics.as_ref().map(|v| m.exact(v)).unwrap_or_default(),
+            Column::Server((_, f)) => servers
+                .get(&r.config)
+                .map(|m| text::spreadsheet_string(f(m)))
+                .unwrap_or_default(),
         }
     }
 }
 
-/// The records as `format`. Markdown lays them out on the plan's grid when there
-/// is a plan.
-pub fn render(format: Format, plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
+/// The records as `format`, each with what its config benchmarked. Markdown
+/// lays them out on the plan's grid when there is a plan.
+pub fn render(
+    format: Format,
+    plan: Option<Arc<Plan>>,
+    records: &[CellRecord],
+    servers: &Servers,
+) -> String {
     match format {
-        Format::Csv => csv(records),
-        Format::Json => text::to_json_pretty(records).unwrap_or_default() + "\n",
-        Format::Md => markdown(plan, records),
+        Format::Csv => csv(records, servers),
+        Format::Json => json(records, servers),
+        Format::Md => markdown(plan, records, servers),
     }
 }
 
-pub fn csv(records: &[CellRecord]) -> String {
+/// The records as a JSON list, each with a `server` object (null when the
+/// run did not record one).
+fn json(records: &[CellRecord], servers: &Servers) -> String {
+    let list: Vec<serde_json::Value> = records
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                let server = servers
+                    .get(&r.config)
+                    .and_then(|m| serde_json::to_value(m).ok())
+                    .unwrap_or_default();
+                o.insert("server".into(), server);
+            }
+            v
+        })
+        .collect();
+    text::to_json_pretty(&list).unwrap_or_default() + "\n"
+}
+
+pub fn csv(records: &[CellRecord], servers: &Servers) -> String {
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
@@ -149,7 +209,7 @@ pub fn csv(records: &[CellRecord]) -> String {
     let columns = columns();
     let _ = w.write_record(columns.iter().map(Column::name));
     for r in records {
-        let _ = w.write_record(columns.iter().map(|c| c.value(r)));
+        let _ = w.write_record(columns.iter().map(|c| c.value(r, servers)));
     }
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
@@ -160,7 +220,7 @@ fn md_cell(s: &str) -> String {
 
 /// The grid (rows: configs by phase; columns: workload × context ×
 /// concurrency) with the dashboard's labels, then every metric of each cell.
-pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
+pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord], servers: &Servers) -> String {
     let view = replay::from_records(plan, records);
     let grid = Grid::build(&view);
     let mode = ValueMode::default();
@@ -250,6 +310,24 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> String {
         }
         s.push('\n');
     }
+    if !servers.is_empty() {
+        let _ = writeln!(s, "\n## What was benchmarked\n");
+        let names: Vec<&str> = ServerMeta::default()
+            .rows()
+            .iter()
+            .map(|(k, _)| *k)
+            .collect();
+        let _ = writeln!(
+            s,
+            "| config | {} |\n|---|{}",
+            names.join(" | "),
+            "---|".repeat(names.len())
+        );
+        for (config, meta) in servers {
+            let values: Vec<String> = meta.rows().iter().map(|(_, v)| md_cell(v)).collect();
+            let _ = writeln!(s, "| {} | {} |", md_cell(config), values.join(" | "));
+        }
+    }
     s
 }
 
@@ -263,13 +341,53 @@ mod tests {
     }
 
     #[test]
+    fn what_was_benchmarked_reaches_every_export_made_inert() {
+        let records = vec![record("a/code-ctx1024-c1", Status::Ok)];
+        let mut servers = Servers::new();
+        servers.insert(
+            "a".into(),
+            ServerMeta {
+                kind: "vllm".into(),
+                version: Some("=HYPERLINK(\"x\")\u{1b}[31m|0.32".into()),
+                model: "tiny".into(),
+                model_config_sha256: Some("ab12".into()),
+                gpus: vec!["0: NVIDIA H200".into(), "1: NVIDIA H200".into()],
+                cuda: Some("12.4".into()),
+                sweeptop_version: "0.1.0".into(),
+                ..ServerMeta::default()
+            },
+        );
+        let csv_text = csv(&records, &servers);
+        let mut rows = csv::Reader::from_reader(csv_text.as_bytes());
+        let header = rows.headers().unwrap().clone();
+        let row = rows.records().next().unwrap().unwrap();
+        let get = |k: &str| &row[header.iter().position(|h| h == k).unwrap()];
+        assert_eq!(get("server_kind"), "vllm");
+        assert!(get("server_version").starts_with("'="), "{csv_text}");
+        assert_eq!(get("gpu_names"), "0: NVIDIA H200; 1: NVIDIA H200");
+        assert_eq!(get("cuda_version"), "12.4");
+        let json: serde_json::Value =
+            serde_json::from_str(&render(Format::Json, None, &records, &servers)).unwrap();
+        assert_eq!(json[0]["server"]["model_config_sha256"], "ab12");
+        let md = markdown(None, &records, &servers);
+        assert!(md.contains("## What was benchmarked"), "{md}");
+        assert!(md.contains("| a | vllm =HYPERLINK"), "{md}");
+        assert!(!md.contains('\u{1b}'), "{md}");
+        assert!(md.contains("\\|0.32"), "{md}");
+        // A record whose config has no server meta: empty cells, a null.
+        let json: serde_json::Value =
+            serde_json::from_str(&render(Format::Json, None, &records, &Servers::new())).unwrap();
+        assert!(json[0]["server"].is_null());
+    }
+
+    #[test]
     fn every_metric_appears_in_every_export() {
         let records = vec![
             record("a/code-ctx1024-c1", Status::Ok),
             record("b/code-ctx1024-c1", Status::Failed),
         ];
         let m = sample_metrics();
-        let csv_text = csv(&records);
+        let csv_text = csv(&records, &Servers::new());
         let mut reader = csv::Reader::from_reader(csv_text.as_bytes());
         let header: Vec<String> = reader
             .headers()
@@ -280,8 +398,8 @@ mod tests {
         let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
         assert_eq!(rows.len(), 2, "{csv_text}");
         let json: serde_json::Value =
-            serde_json::from_str(&render(Format::Json, None, &records)).unwrap();
-        let md = markdown(None, &records);
+            serde_json::from_str(&render(Format::Json, None, &records, &Servers::new())).unwrap();
+        let md = markdown(None, &records, &Servers::new());
         for metric in METRICS {
             let col = header.iter().position(|h| h == metric.key);
             let col = col.unwrap_or_else(|| panic!("CSV lacks {}", metric.key));
@@ -321,7 +439,7 @@ mod tests {
                 Status::Failed,
                 hostile,
             )];
-            let csv_text = csv(&records);
+            let csv_text = csv(&records, &Servers::new());
             assert!(
                 !csv_text.chars().any(dangerous),
                 "{hostile:?} → {csv_text:?}"
@@ -335,9 +453,9 @@ mod tests {
                     );
                 }
             }
-            let md = markdown(None, &records);
+            let md = markdown(None, &records, &Servers::new());
             assert!(!md.chars().any(dangerous), "{hostile:?} → {md:?}");
-            let json = render(Format::Json, None, &records);
+            let json = render(Format::Json, None, &records, &Servers::new());
             assert!(!json.chars().any(dangerous), "{hostile:?} → {json:?}");
             let back: Vec<CellRecord> = serde_json::from_str(&json).unwrap();
             assert_eq!(back, records);
@@ -352,12 +470,15 @@ failure_source,failure_message,requests,failed_requests,short_requests,output_to
 duration_s,output_tok_s,request_per_s,decode_tok_s_p50,ttft_ms_p50,ttft_ms_p90,ttft_ms_p99,\
 itl_ms_p50,itl_ms_p99,tpot_ms_p50,e2e_ms_p50,e2e_ms_p99,prompt_tokens_mean,tokens_estimated,\
 accept_len,gpu_mem_peak_mib,gpu_util_mean,started_at,finished_at";
-        let header = csv(&[]);
+        let header = csv(&[], &Servers::new());
         assert!(header.starts_with(first), "{header}");
         assert!(
             header.trim_end().ends_with(
                 ",decode_tok_s_mean,ttft_ms_mean,itl_ms_p90,itl_ms_mean,\
-output_tokens_asked,prompt_tokens_min,prompt_tokens_max,warning_kind,warning_message"
+output_tokens_asked,prompt_tokens_min,prompt_tokens_max,warning_kind,warning_message,\
+server_requests,server_ttft_ms_mean,server_itl_ms_mean,server_e2e_ms_mean,server_queue_ms_mean,\
+prefix_cache_hit_pct,server_kind,server_version,model_path,model_config_sha256,gpu_names,\
+driver_version,cuda_version,host,sweeptop_version"
             ),
             "{header}"
         );
@@ -369,7 +490,7 @@ output_tokens_asked,prompt_tokens_min,prompt_tokens_max,warning_kind,warning_mes
             record("a/code-ctx1024-c1", Status::Ok),
             record("b/code-ctx1024-c1", Status::Failed),
         ];
-        let md = markdown(None, &records);
+        let md = markdown(None, &records, &Servers::new());
         assert!(md.contains("| phase | config | code 1k c1 |"), "{md}");
         let out = Metric::by_key("output_tok_s").unwrap();
         assert!(

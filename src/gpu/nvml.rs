@@ -26,6 +26,7 @@ pub(crate) struct NvmlProbe {
     lib_path: Option<PathBuf>,
     nvml: Option<Nvml>,
     driver: Option<String>,
+    cuda: Option<String>,
     /// The status from the last failed init and when to try again.
     failed: Option<(GpuStatus, Instant)>,
 }
@@ -36,6 +37,7 @@ impl NvmlProbe {
             lib_path,
             nvml: None,
             driver: None,
+            cuda: None,
             failed: None,
         }
     }
@@ -50,6 +52,11 @@ impl NvmlProbe {
             match self.open() {
                 Ok(nvml) => {
                     self.driver = nvml.sys_driver_version().ok();
+                    // 12040 → 12.4
+                    self.cuda = nvml
+                        .sys_cuda_driver_version()
+                        .ok()
+                        .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
                     self.nvml = Some(nvml);
                     self.failed = None;
                 }
@@ -76,6 +83,7 @@ impl NvmlProbe {
                 (
                     GpuStatus::Nvml {
                         driver: self.driver.clone(),
+                        cuda: self.cuda.clone(),
                     },
                     gpus,
                 )

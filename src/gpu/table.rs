@@ -129,6 +129,7 @@ mod tests {
             at_ms: 0,
             status: GpuStatus::Nvml {
                 driver: Some("550.54.15".into()),
+                cuda: None,
             },
             gpus: vec![full, bare],
         };

@@ -259,6 +259,12 @@ impl CellStats {
             accept_len: None,
             gpu_mem_peak_mib: None,
             gpu_util_mean: None,
+            server_requests: None,
+            server_ttft_ms_mean: None,
+            server_itl_ms_mean: None,
+            server_e2e_ms_mean: None,
+            server_queue_ms_mean: None,
+            prefix_cache_hit_pct: None,
         }
     }
 }

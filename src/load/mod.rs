@@ -2,15 +2,17 @@
 //! token length, closed-loop cells, and per-cell metrics. Never decides whether
 //! a cell failed (that is `detect`).
 
+pub mod about;
 pub mod client;
 pub mod conn;
 mod error;
 #[cfg(test)]
 mod fuzz;
 pub mod metrics;
+pub mod prom;
 pub mod prompt;
-pub mod spec;
 pub mod sse;
+pub mod tags;
 pub mod tokenizer;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::model::RequestRecord;
+pub use about::{about, About};
 pub use client::{http_client, Target};
 pub use conn::Pool;
 pub use error::LoadError;
@@ -43,8 +46,9 @@ pub struct CellLoad {
     pub duration: Option<Duration>,
     pub warmup: u32,
     pub max_tokens: u32,
-    /// The prompt bodies (cycled); each request gets its own prefix.
+    /// The prompt bodies (cycled); each request gets its own tag.
     pub prompts: Arc<Vec<String>>,
+    pub tags: tags::Tags,
     pub request_timeout: Duration,
     pub stall_timeout: Duration,
 }
@@ -59,17 +63,23 @@ pub struct CellRun {
     /// How many requests were in flight when the cell ended (a stall's
     /// evidence).
     pub in_flight: u64,
+    /// The server's `/metrics` page read just before the measured requests
+    /// (after the warm-up) and after them; none without the page.
+    pub server: Option<prom::Readings>,
 }
 
 /// Run a cell: warm-up requests (closed loop, not measured), then the measured
 /// requests, each handed to `sink` as it finishes and folded into the cell's
-/// statistics. Dropping the future cancels every request.
+/// statistics. With `side` (the client for the server's other endpoints), the
+/// server's own counters are read around the measured requests. Dropping the
+/// future cancels every request.
 pub async fn run_cell(
     pool: &Arc<Pool>,
     target: &Target,
     load: &CellLoad,
     seq: &AtomicU64,
     sink: &mut dyn FnMut(&RequestRecord),
+    side: Option<&reqwest::Client>,
 ) -> CellRun {
     // Bounded: a host that drops SYNs must not hold the cell here (the
     // requests then meet the problem and report it).
@@ -91,7 +101,15 @@ pub async fn run_cell(
             return run;
         }
     }
-    drive(pool, target, load, seq, sink).await
+    let before = match side {
+        Some(c) => prom::scrape(c, &target.base).await,
+        None => None,
+    };
+    let mut run = drive(pool, target, load, seq, sink).await;
+    if let (Some(c), Some(before)) = (side, before) {
+        run.server = prom::read_after(c, &target.base, before, run.stats.ok()).await;
+    }
+    run
 }
 
 /// Issue requests per the arrival process and fold their records.
@@ -131,16 +149,17 @@ async fn drive(
             if let Arrival::Poisson { rate, .. } = load.arrival {
                 next_arrival += exponential(&mut rng, rate);
             }
-            let (pool, target, progress, prompts) = (
+            let (pool, target, progress, prompts, tags) = (
                 pool.clone(),
                 target.clone(),
                 progress.clone(),
                 load.prompts.clone(),
+                load.tags.clone(),
             );
             let (max_tokens, timeout) = (load.max_tokens, load.request_timeout);
             set.spawn(async move {
                 let body = &prompts[(i as usize) % prompts.len().max(1)];
-                let text = format!("{}{}", prompt::nonce(first_seq + i), body);
+                let text = tags.apply(first_seq + i, body);
                 client::send(&pool, &target, &text, max_tokens, timeout, &progress).await
             });
             continue;
@@ -168,7 +187,7 @@ async fn drive(
                 let in_flight = progress.in_flight.load(Ordering::Relaxed);
                 if in_flight > 0 && idle >= load.stall_timeout.as_nanos() as u64 {
                     set.abort_all();
-                    return CellRun { stats, wall_ns: now, stalled_for: Some(Duration::from_nanos(idle)), in_flight };
+                    return CellRun { stats, wall_ns: now, stalled_for: Some(Duration::from_nanos(idle)), in_flight, server: None };
                 }
             }
         }
@@ -178,6 +197,7 @@ async fn drive(
         stats,
         stalled_for: None,
         in_flight: 0,
+        server: None,
     }
 }
 
@@ -262,44 +282,4 @@ pub async fn usage_prompt_tokens(
     v.pointer("/usage/prompt_tokens")
         .and_then(serde_json::Value::as_u64)
         .ok_or_else(|| fail("no usage.prompt_tokens in the answer".into()))
-}
-
-/// What the server says about itself: the first model id and its context length.
-pub async fn server_model(client: &reqwest::Client, base: &str) -> (Option<String>, Option<u64>) {
-    let get = |path: &str| {
-        let url = format!("{base}{path}");
-        let client = client.clone();
-        async move {
-            let resp = client
-                .get(url)
-                .timeout(Duration::from_secs(10))
-                .send()
-                .await
-                .ok()?;
-            if !resp.status().is_success() {
-                return None;
-            }
-            serde_json::from_slice::<serde_json::Value>(&resp.bytes().await.ok()?).ok()
-        }
-    };
-    let mut model = None;
-    let mut limit = None;
-    if let Some(v) = get("/v1/models").await {
-        if let Some(m) = v
-            .get("data")
-            .and_then(|d| d.as_array())
-            .and_then(|a| a.first())
-        {
-            model = m.get("id").and_then(|i| i.as_str()).map(str::to_string);
-            limit = m.get("max_model_len").and_then(|x| x.as_u64());
-        }
-    }
-    if limit.is_none() {
-        if let Some(v) = get("/get_model_info").await {
-            limit = ["max_context_length", "context_length", "max_model_len"]
-                .iter()
-                .find_map(|k| v.get(*k).and_then(|x| x.as_u64()));
-        }
-    }
-    (model, limit)
 }

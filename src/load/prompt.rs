@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::tags::Tags;
 use super::LoadError;
 use crate::plan::builtin_prompt as builtin;
 
@@ -89,33 +90,38 @@ fn filler_words(n: usize) -> String {
     out
 }
 
-/// A prompt body with `n` filler words before the instruction. `{nonce}` marks
-/// where each request writes its own prefix (so prefix caches cannot help).
+/// A prompt body with `n` filler words before the instruction.
 pub fn compose(instruction: &str, n: usize) -> String {
-    if n == 0 {
+    compose_padded(instruction, n, 0)
+}
+
+/// [`compose`] with `pad` single marks (` .`, one token in most vocabularies)
+/// after the filler: the last step to an exact length when a word is too much.
+fn compose_padded(instruction: &str, n: usize, pad: usize) -> String {
+    if n == 0 && pad == 0 {
         instruction.to_string()
     } else {
-        format!("{}\n\n{}", filler_words(n), instruction)
+        format!("{}{}\n\n{}", filler_words(n), " .".repeat(pad), instruction)
     }
 }
 
-/// The per-request prefix; fixed width so its token count does not vary.
-pub fn nonce(i: u64) -> String {
-    format!("Ref {:06}. ", i % 1_000_000)
-}
+/// The most marks tried to close the last gap.
+const MAX_PAD: u64 = 8;
 
-/// Find the filler length whose token count is the largest not above `target`,
-/// using `measure` (the server's tokenizer). Returns the text and its count.
+/// Find the filler length whose token count, with a request's tag in place,
+/// is the largest not above `target`, using `measure` (the server's
+/// tokenizer). Returns the body (without the tag) and its count.
 pub async fn fit<F, Fut>(
     instruction: &str,
     target: u64,
+    tags: &Tags,
     mut measure: F,
 ) -> Result<(String, u64), LoadError>
 where
     F: FnMut(String) -> Fut,
     Fut: std::future::Future<Output = Result<u64, LoadError>>,
 {
-    let with_nonce = |n: usize| format!("{}{}", nonce(0), compose(instruction, n));
+    let with_nonce = |n: usize| tags.apply(0, &compose(instruction, n));
     let base = measure(with_nonce(0)).await?;
     if base >= target {
         return Ok((compose(instruction, 0), base));
@@ -152,6 +158,19 @@ where
             n = next;
         }
     }
+    // A word too many or too few: close the gap with marks.
+    if best.1 < target && best.0 > 0 {
+        for pad in 1..=(target - best.1).min(MAX_PAD) as usize {
+            let text = compose_padded(instruction, best.0, pad);
+            let t = measure(tags.apply(0, &text)).await?;
+            if t == target {
+                return Ok((text, t));
+            }
+            if t > target {
+                break;
+            }
+        }
+    }
     Ok((compose(instruction, best.0), best.1))
 }
 
@@ -162,20 +181,32 @@ mod tests {
     #[tokio::test]
     async fn fits_exactly_with_a_word_tokenizer() {
         for target in [40u64, 1000, 8192, 32000] {
-            let (text, count) = fit(builtin("code").unwrap(), target, |t: String| async move {
-                Ok(t.split_whitespace().count() as u64)
-            })
+            let tags = Tags::default();
+            let (text, count) = fit(
+                builtin("code").unwrap(),
+                target,
+                &tags,
+                |t: String| async move { Ok(t.split_whitespace().count() as u64) },
+            )
             .await
             .unwrap();
             assert_eq!(count, target);
-            assert_eq!((nonce(0) + &text).split_whitespace().count() as u64, target);
+            assert_eq!(
+                tags.apply(9, &text).split_whitespace().count() as u64,
+                target
+            );
+            let end = tags.at(crate::load::tags::Place::End);
+            assert_eq!(
+                end.apply(9, &text).split_whitespace().count() as u64,
+                target
+            );
         }
     }
 
     #[tokio::test]
     async fn fits_below_with_a_coarser_tokenizer() {
         // ~1.5 tokens per word, never exactly divisible: lands at most one word under.
-        let (_, count) = fit("q", 5001, |t: String| async move {
+        let (_, count) = fit("q", 5001, &Tags::default(), |t: String| async move {
             Ok(t.split_whitespace()
                 .map(|w| 1 + (w.len() as u64 > 5) as u64)
                 .sum())

@@ -61,7 +61,7 @@ impl Measure {
         target: &super::Target,
         local: Option<&Path>,
     ) -> (Measure, Option<String>) {
-        let probe = format!("{}Hello, how are you today?", super::prompt::nonce(0));
+        let probe = super::tags::Tags::default().apply(0, "Hello, how are you today?");
         let why = match super::tokenize(client, target, &probe).await {
             Ok(counted) => {
                 let (offset, notice) = match super::usage_prompt_tokens(client, target, &probe).await {
@@ -103,8 +103,13 @@ impl Measure {
 
     /// Fit an instruction to `target` tokens. On a measuring error the estimate
     /// is used and the error returned, so the caller can stop asking.
-    pub async fn fit(&self, instruction: &str, target: u64) -> (String, u64, Option<LoadError>) {
-        let fitted = super::prompt::fit(instruction, target, |text| {
+    pub async fn fit(
+        &self,
+        instruction: &str,
+        target: u64,
+        tags: &super::tags::Tags,
+    ) -> (String, u64, Option<LoadError>) {
+        let fitted = super::prompt::fit(instruction, target, tags, |text| {
             let m = self.clone();
             async move { m.count(&text).await }
         })
@@ -113,7 +118,7 @@ impl Measure {
             Ok((text, n)) => (text, n, None),
             Err(e) => {
                 let estimate = |text: String| async move { Ok((text.len() / 4) as u64) };
-                let (text, n) = super::prompt::fit(instruction, target, estimate)
+                let (text, n) = super::prompt::fit(instruction, target, tags, estimate)
                     .await
                     .unwrap_or_default();
                 (text, n, Some(e))
@@ -123,7 +128,7 @@ impl Measure {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A word-level tokenizer written by hand: every word or punctuation run is

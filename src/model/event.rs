@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CellRecord, GpuSnapshot, Timestamp};
+use super::{CellRecord, GpuSnapshot, ServerMeta, Timestamp};
 
 /// One thing that happened in a sweep. Persisted to `events.jsonl` except `Log`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +33,9 @@ pub enum Event {
         after_s: f64,
         context_limit: Option<u64>,
         model: String,
+        /// What was benchmarked (absent in runs recorded before it was).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<Box<ServerMeta>>,
     },
     CellStarted {
         at: Timestamp,

@@ -56,13 +56,24 @@ pub struct GpuProcess {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum GpuStatus {
-    Nvml { driver: Option<String> },
+    Nvml {
+        driver: Option<String>,
+        /// The CUDA version the driver supports (`12.4`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cuda: Option<String>,
+    },
     Simulated,
     Disabled,
-    LibraryNotFound { detail: String },
-    DriverNotLoaded { detail: String },
+    LibraryNotFound {
+        detail: String,
+    },
+    DriverNotLoaded {
+        detail: String,
+    },
     NoGpus,
-    Error { detail: String },
+    Error {
+        detail: String,
+    },
 }
 
 impl GpuStatus {
@@ -71,8 +82,9 @@ impl GpuStatus {
         match self {
             GpuStatus::Nvml {
                 driver: Some(driver),
+                ..
             } => format!("NVML (driver {driver})"),
-            GpuStatus::Nvml { driver: None } => "NVML".to_string(),
+            GpuStatus::Nvml { driver: None, .. } => "NVML".to_string(),
             GpuStatus::Simulated => "simulated".to_string(),
             GpuStatus::Disabled => "GPU telemetry off (--no-gpu)".to_string(),
             GpuStatus::LibraryNotFound { detail } => format!("NVML not found: {detail}"),
@@ -120,6 +132,7 @@ mod tests {
     fn status_serialises_with_a_state_tag() {
         let json = serde_json::to_string(&GpuStatus::Nvml {
             driver: Some("550.54.15".into()),
+            cuda: None,
         })
         .unwrap();
         assert_eq!(json, r#"{"state":"nvml","driver":"550.54.15"}"#);
@@ -134,6 +147,7 @@ mod tests {
     fn labels_read_as_states() {
         let nvml = GpuStatus::Nvml {
             driver: Some("550.54".into()),
+            cuda: None,
         };
         assert_eq!(nvml.label(), "NVML (driver 550.54)");
         assert_eq!(GpuStatus::Disabled.label(), "GPU telemetry off (--no-gpu)");

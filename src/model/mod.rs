@@ -15,6 +15,7 @@ mod metrics;
 mod record;
 mod request;
 mod run;
+mod server;
 pub mod text;
 mod time;
 
@@ -26,6 +27,7 @@ pub use metrics::{families, ms_label, rate_label, Better, Metric, Metrics, Unit,
 pub use record::{CellRecord, Status};
 pub use request::{RequestError, RequestRecord};
 pub use run::{RunMeta, RunState};
+pub use server::ServerMeta;
 pub use time::Timestamp;
 
 #[cfg(test)]

@@ -17,7 +17,9 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use toml::Spanned;
 
-pub use schema::{Api, ForeignGpu, Overflow, ShortRequests};
+pub mod presets;
+pub use presets::{Preset, ServerKind};
+pub use schema::{Api, Cache, ForeignGpu, Overflow, ShortRequests};
 use schema::{Axes, RawPlan};
 
 use crate::model::FailureKind;
@@ -93,6 +95,13 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
+/// How far the client's mean TTFT may be from the server's own before a cell
+/// is flagged `clock_gap`, unless the plan says otherwise.
+pub const DEFAULT_MAX_TTFT_GAP_MS: f64 = 25.0;
+/// The % of a cold cell's prompt tokens that may be found cached before it is
+/// flagged `cache_hit`, unless the plan says otherwise.
+pub const DEFAULT_MAX_COLD_CACHE_HIT_PCT: f64 = 10.0;
+
 /// Context limit: fixed, or read from the server once it is up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -110,6 +119,8 @@ pub struct Limits {
     pub cell_timeout_s: f64,
     pub max_error_rate: f64,
     pub short_requests: ShortRequests,
+    pub max_ttft_gap_ms: f64,
+    pub max_cold_cache_hit_pct: f64,
     pub foreign_gpu: ForeignGpu,
 }
 
@@ -140,6 +151,7 @@ pub struct Workload {
     pub rate: Option<f64>,
     pub duration_s: Option<f64>,
     pub overflow: Overflow,
+    pub cache: Cache,
     /// Where `prompt` is in the plan file (line, column), for its errors.
     #[serde(skip)]
     pub prompt_at: (usize, usize),
@@ -162,6 +174,7 @@ pub struct Config {
     pub port: Port,
     pub ready: Ready,
     pub stop_grace_s: f64,
+    pub kind: ServerKind,
     pub api: Api,
     pub model: Option<String>,
     pub retries: u32,
@@ -530,6 +543,26 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
             return Err(ctx.err(v.span(), "limits.max_error_rate must be from 0 to 1"));
         }
     };
+    let max_ttft_gap_ms = match &l.max_ttft_gap_ms {
+        None => DEFAULT_MAX_TTFT_GAP_MS,
+        Some(v) if v.get_ref().is_finite() && *v.get_ref() > 0.0 => *v.get_ref(),
+        Some(v) => {
+            return Err(ctx.err(
+                v.span(),
+                "limits.max_ttft_gap_ms must be a number of milliseconds above 0",
+            ));
+        }
+    };
+    let max_cold_cache_hit_pct = match &l.max_cold_cache_hit_pct {
+        None => DEFAULT_MAX_COLD_CACHE_HIT_PCT,
+        Some(v) if (0.0..=100.0).contains(v.get_ref()) => *v.get_ref(),
+        Some(v) => {
+            return Err(ctx.err(
+                v.span(),
+                "limits.max_cold_cache_hit_pct must be from 0 to 100",
+            ));
+        }
+    };
     let context_margin = match &l.context_margin {
         None => 16,
         Some(v) => within(ctx, v, ranges::CONTEXT_MARGIN, "limits.context_margin")?,
@@ -557,6 +590,8 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
         )?,
         max_error_rate,
         short_requests: l.short_requests,
+        max_ttft_gap_ms,
+        max_cold_cache_hit_pct,
         foreign_gpu: l.foreign_gpu,
     })
 }
@@ -692,6 +727,7 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
             rate: w.rate.as_ref().map(|r| *r.get_ref()),
             duration_s: w.duration_s.as_ref().map(|r| *r.get_ref()),
             overflow: w.overflow,
+            cache: w.cache,
             prompt_at: line_col(ctx.source, w.prompt.span().start),
         });
     }
@@ -1003,6 +1039,12 @@ fn build_config(
     for (k, v) in &raw.server.env {
         env.insert(k.clone(), resolve(v.get_ref(), v.span())?);
     }
+    let preset = raw.server.kind.preset();
+    for (k, v) in preset.env {
+        if !env.contains_key(*k) {
+            env.insert(k.to_string(), v.to_string());
+        }
+    }
     let mut requires = Vec::new();
     for r in &raw.server.requires {
         requires.push(resolve(r.get_ref(), r.span())?);
@@ -1027,11 +1069,17 @@ fn build_config(
         port,
         ready: Ready {
             path: raw.server.ready.path.clone(),
-            log_line: raw.server.ready.log_line.clone(),
+            log_line: raw
+                .server
+                .ready
+                .log_line
+                .clone()
+                .or(preset.ready_log_line.map(str::to_string)),
             timeout_s: *raw.server.ready.timeout_s.get_ref(),
             generate: raw.server.ready.generate,
         },
         stop_grace_s: *raw.server.stop_grace_s.get_ref(),
+        kind: raw.server.kind,
         api: raw.server.api,
         model: raw.server.model.clone(),
         retries: raw.server.retries.as_ref().map_or(0, |r| *r.get_ref()),
@@ -1053,6 +1101,40 @@ pub fn describe(plan: &Plan) -> String {
         plan.configs.len(),
         plan.cells.len()
     );
+    // What `server.kind` fills in (every config shares the [server] table).
+    if let Some(c) = plan.configs.first() {
+        let p = c.kind.preset();
+        let list = |v: &[&str]| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let paths = |v: &[(&str, &str)]| {
+            let mut p: Vec<&str> = v.iter().map(|(path, _)| *path).collect();
+            p.dedup();
+            list(&p)
+        };
+        let env: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let env: Vec<&str> = env.iter().map(String::as_str).collect();
+        let _ = writeln!(
+            s,
+            "server kind {}: ready on {} + log line {:?}; context from /v1/models{}; version from {}; cache flush {}; env {}; acceptance from {}",
+            c.kind.as_str(),
+            c.ready.path,
+            c.ready.log_line.as_deref().unwrap_or("(none)"),
+            if p.context.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", paths(p.context))
+            },
+            paths(p.version),
+            list(p.flush),
+            list(&env),
+            p.acceptance
+        );
+    }
     let per_config: BTreeMap<&str, usize> = plan.cells.iter().fold(BTreeMap::new(), |mut m, c| {
         *m.entry(c.config.as_str()).or_default() += 1;
         m

@@ -40,6 +40,11 @@ pub struct RawPattern {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
+    /// Which server this is (`vllm`, `sglang`, `llamacpp`, `tgi`, or
+    /// `openai` for any other): fills its readiness line, the environment
+    /// sweeptop needs, and where its version, context and cache flush are.
+    #[serde(default)]
+    pub kind: super::presets::ServerKind,
     /// Command template, split into argv like a shell would (quotes respected),
     /// then each word filled; run through `sh -c` only when `shell = true`.
     pub command: Spanned<String>,
@@ -143,6 +148,15 @@ pub struct RawLimits {
     /// "ignore" them (only the `short_requests` count says so).
     #[serde(default)]
     pub short_requests: ShortRequests,
+    /// The most the client's mean TTFT may differ from the server's own (its
+    /// histogram) before the cell is flagged `clock_gap` (default 25 ms).
+    #[serde(default)]
+    pub max_ttft_gap_ms: Option<Spanned<f64>>,
+    /// The most prompt tokens a cold cell may find in the prefix cache, in %,
+    /// before it is flagged `cache_hit` (default 10: a chat template's fixed
+    /// system prompt may be cached).
+    #[serde(default)]
+    pub max_cold_cache_hit_pct: Option<Spanned<f64>>,
     /// Other processes holding memory on a config's GPUs before launch: "fail"
     /// the config (default) or "warn" and launch anyway.
     #[serde(default)]
@@ -193,6 +207,21 @@ pub struct RawWorkload {
     /// What to do with a prompt that would not fit: clamp (default), fail, send.
     #[serde(default)]
     pub overflow: Overflow,
+    /// The prefix cache the cell's prompts meet: "cold" (default: each
+    /// prompt starts with its own prefix, the cache is flushed before the
+    /// cell where the server allows it, and a cell that hits it anyway is
+    /// flagged) or "warm" (the prompts share their text and end with their
+    /// own suffix: a shared-prefix workload, nothing flushed or flagged).
+    #[serde(default)]
+    pub cache: Cache,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cache {
+    #[default]
+    Cold,
+    Warm,
 }
 
 fn default_prompt() -> Spanned<String> {

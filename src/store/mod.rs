@@ -46,6 +46,19 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
 /// POINT[:N]`, the N-th time the point is reached, 1 by default): SIGKILL,
 /// as `kill -9` would, at the worst moments of writing the run directory.
 /// Without the variable this is one load of a cached `None`.
+/// The SHA-256 of a file, in hex (what `sha256sum` prints).
+pub fn sha256_file(path: &Path) -> io::Result<String> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    let mut file = File::open(path)?;
+    io::copy(&mut file, &mut hasher)?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
 pub fn crash_point(point: &str) {
     if crash_due(point) {
         die();
@@ -580,6 +593,22 @@ pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
 
 /// The events recorded in a run directory (unreadable lines skipped: a newer
 /// version's event kinds, or a torn last line).
+/// What each config benchmarked, from its last launch's `server_ready`
+/// event (configs from runs recorded before it was kept are absent).
+pub fn read_servers(dir: &Path) -> std::collections::BTreeMap<String, crate::model::ServerMeta> {
+    read_events(dir)
+        .into_iter()
+        .filter_map(|ev| match ev {
+            Event::ServerReady {
+                config,
+                server: Some(meta),
+                ..
+            } => Some((config, *meta)),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn read_events(dir: &Path) -> Vec<Event> {
     read_lines(&dir.join(EVENTS)).collect()
 }

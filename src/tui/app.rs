@@ -672,13 +672,14 @@ impl App {
             }
         };
         let plan = self.view.plan.clone();
+        let servers = store::read_servers(&self.run_dir);
         let mut written = Vec::new();
         for (format, name) in [
             (crate::export::Format::Csv, EXPORT_CSV),
             (crate::export::Format::Md, EXPORT_MD),
         ] {
             let path = self.run_dir.join(name);
-            let text = crate::export::render(format, plan.clone(), &results.records);
+            let text = crate::export::render(format, plan.clone(), &results.records, &servers);
             if let Err(e) = std::fs::write(&path, text) {
                 self.flash(
                     Level::Error,

@@ -110,6 +110,19 @@ impl Story {
             after_s: 1.2,
             context_limit: Some(32768),
             model: "Qwen3.6-27B-sim".into(),
+            server: Some(Box::new(crate::model::ServerMeta {
+                kind: "sglang".into(),
+                version: Some("0.5.0-sim".into()),
+                model: "Qwen3.6-27B-sim".into(),
+                model_path: Some("/dev/shm/Qwen3.6-27B".into()),
+                model_config_sha256: Some("9f2c…e41a".into()),
+                command: "sweeptop sim-server --flavor sglang --port 40001".into(),
+                host: "gpu-node-7".into(),
+                gpus: vec!["0: NVIDIA H200".into()],
+                driver: Some("550.54.15".into()),
+                cuda: Some("12.4".into()),
+                sweeptop_version: "0.1.0".into(),
+            })),
         });
         self
     }
@@ -567,6 +580,29 @@ fn snapshot_details_popup_of_a_crashed_cell() {
         "{text}"
     );
     insta::assert_snapshot!("details_crashed_cell", t.backend());
+}
+
+#[test]
+fn config_details_say_what_was_benchmarked() {
+    let (mut app, _rx) = live(crash_story().view());
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Down); // tp1-dflash
+    while app.ui.sel_col.is_some() {
+        press(&mut app, KeyCode::Left);
+    }
+    press(&mut app, KeyCode::Enter);
+    let t = render(&mut app, 120, 40);
+    let text = screen(&t);
+    assert!(text.contains("Config tp1-dflash"), "{text}");
+    for said in [
+        "sglang 0.5.0-sim",
+        "/dev/shm/Qwen3.6-27B",
+        "0: NVIDIA H200",
+        "550.54.15 / 12.4",
+        "gpu-node-7",
+    ] {
+        assert!(text.contains(said), "{said}: {text}");
+    }
 }
 
 #[test]

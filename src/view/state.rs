@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::model::text::{display, display_string};
-use crate::model::{CellRecord, Event, GpuSnapshot, GpuStatus, Level, LogMark, Status, Timestamp};
+use crate::model::{
+    CellRecord, Event, GpuSnapshot, GpuStatus, Level, LogMark, ServerMeta, Status, Timestamp,
+};
 use crate::plan::Plan;
 
 /// Log lines kept for scrolling back.
@@ -174,6 +176,8 @@ pub struct ViewState {
     pub last_notice: Option<(Level, String)>,
     pub gpu: GpuView,
     pub log: LogTail,
+    /// What each config benchmarked (its last launch), as it may be shown.
+    pub servers: std::collections::BTreeMap<String, ServerMeta>,
     /// The newest event time seen (the clock of a recorded run).
     pub latest_at: Timestamp,
 }
@@ -288,8 +292,12 @@ impl ViewState {
                 after_s,
                 context_limit,
                 model,
+                server,
                 ..
             } => {
+                if let Some(meta) = server {
+                    self.servers.insert(config.clone(), shown_meta(meta));
+                }
                 self.set_server(
                     config,
                     at,
@@ -605,6 +613,26 @@ impl ViewState {
                     .unwrap_or_default(),
             ),
         }
+    }
+}
+
+/// Server meta with every text made safe to show (a version string is the
+/// server's to write).
+fn shown_meta(meta: &ServerMeta) -> ServerMeta {
+    let d = |s: &String| display(s).into_owned();
+    let o = |s: &Option<String>| s.as_ref().map(d);
+    ServerMeta {
+        kind: d(&meta.kind),
+        version: o(&meta.version),
+        model: d(&meta.model),
+        model_path: o(&meta.model_path),
+        model_config_sha256: o(&meta.model_config_sha256),
+        command: d(&meta.command),
+        host: d(&meta.host),
+        gpus: meta.gpus.iter().map(d).collect(),
+        driver: o(&meta.driver),
+        cuda: o(&meta.cuda),
+        sweeptop_version: d(&meta.sweeptop_version),
     }
 }
 

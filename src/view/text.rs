@@ -153,15 +153,17 @@ pub fn summary(m: &Metrics) -> String {
 }
 
 /// Every metric, one line per family: (`TTFT`, `p50 85.0ms  p90 90.0ms
-/// p99 1.24s  mean 88.0ms`). The details view and `loadtest` print these;
-/// without `all`, a family with no value at all is left out.
+/// p99 1.24s  mean 88.0ms  server 80.5ms`), then the client − server TTFT
+/// when the server gave its own. The details view and `loadtest` print
+/// these. A value not measured is left out of its line; a family with no
+/// value at all reads `N/A` with `all`, and is left out without it.
 pub fn metric_lines(m: &Metrics, all: bool) -> Vec<(&'static str, String)> {
-    families()
+    let mut lines: Vec<(&'static str, String)> = families()
         .into_iter()
-        .filter(|(_, metrics)| all || metrics.iter().any(|x| x.value(m) != Value::Missing))
-        .map(|(family, metrics)| {
+        .filter_map(|(family, metrics)| {
             let values: Vec<String> = metrics
                 .iter()
+                .filter(|x| x.value(m) != Value::Missing)
                 .map(|x| {
                     if x.stat.is_empty() {
                         x.human(m)
@@ -170,9 +172,17 @@ pub fn metric_lines(m: &Metrics, all: bool) -> Vec<(&'static str, String)> {
                     }
                 })
                 .collect();
-            (family, values.join("  "))
+            match (values.is_empty(), all) {
+                (false, _) => Some((family, values.join("  "))),
+                (true, true) => Some((family, "N/A".to_string())),
+                (true, false) => None,
+            }
         })
-        .collect()
+        .collect();
+    if let Some(gap) = m.ttft_gap_ms() {
+        lines.push(("TTFT client − server", format!("{gap:+.1} ms")));
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -219,17 +229,25 @@ mod tests {
         let lines = metric_lines(&sample_metrics(), true);
         let all: String = lines.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
         assert!(
-            all.contains("TTFT: p50 85.0ms  p90 90.0ms  p99 1.24s  mean 88.0ms"),
+            all.contains("TTFT: p50 85.0ms  p90 90.0ms  p99 1.24s  mean 88.0ms  server 80.5ms"),
             "{all}"
         );
         assert!(all.contains("output tok/s: 66.7 tok/s"), "{all}");
+        // A value not measured is left out of its line.
         assert!(
-            all.contains("ITL: p50 10.0ms  p90 N/A  p99 12.0ms  mean 10.5ms"),
+            all.contains("ITL: p50 10.0ms  p99 12.0ms  mean 10.5ms  server 10.1ms"),
             "{all}"
         );
+        assert!(all.contains("TTFT client − server: +7.5 ms"), "{all}");
+        // Every measured metric is on a line; the one family with nothing
+        // measured (acceptance length) reads N/A.
         let values: usize = lines.iter().map(|(_, v)| v.split("  ").count()).sum();
-        assert_eq!(values, crate::model::METRICS.len());
-        // The acceptance length is not measured in the sample.
+        let measured = crate::model::METRICS
+            .iter()
+            .filter(|x| x.value(&sample_metrics()) != Value::Missing)
+            .count();
+        assert_eq!(values, measured + 1 + 1);
+        assert!(all.contains("acceptance length: N/A"), "{all}");
         let some = metric_lines(&sample_metrics(), false);
         assert_eq!(some.len(), lines.len() - 1);
         assert!(!some.iter().any(|(k, _)| *k == "acceptance length"));

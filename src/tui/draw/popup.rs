@@ -294,6 +294,12 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
             if app.view.excluded.contains(&config.id) {
                 lines.push(kv(app, "excluded", "yes (rest of the sweep)".into()));
             }
+            if let Some(meta) = app.view.servers.get(&config.id) {
+                lines.push(Line::raw(""));
+                for (name, value) in meta.rows() {
+                    lines.push(kv(app, name, value));
+                }
+            }
             if let Some(run) = app.view.config.as_ref().filter(|c| c.id == config.id) {
                 lines.push(kv(app, "attempt", run.attempt.to_string()));
                 lines.push(kv(

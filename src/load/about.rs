@@ -1,0 +1,99 @@
+//! What a server says about itself once it is up: the model it serves (and
+//! where from), its context length and its version, read where its kind
+//! keeps them (`server.kind`). Any of them may be missing: a notice and a
+//! null, never a failure.
+
+use std::time::Duration;
+
+use crate::plan::Preset;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct About {
+    /// The first model id `/v1/models` lists.
+    pub model: Option<String>,
+    /// Where it was loaded from (vLLM's `root`).
+    pub model_root: Option<String>,
+    pub context: Option<u64>,
+    pub version: Option<String>,
+}
+
+/// GET a JSON document; `None` on any failure.
+async fn get_json(client: &reqwest::Client, url: String) -> Option<serde_json::Value> {
+    let resp = client
+        .get(url)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    let bytes = resp.bytes().await.ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// A version or a context at `pointer`: a string or a number, trimmed to a
+/// sane length.
+fn text_at(v: &serde_json::Value, pointer: &str) -> Option<String> {
+    match v.pointer(pointer)? {
+        serde_json::Value::String(s) if !s.trim().is_empty() => {
+            Some(s.trim().chars().take(80).collect())
+        }
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Ask the server about itself: `/v1/models` first, then the places its
+/// preset names for the context and the version.
+pub async fn about(client: &reqwest::Client, base: &str, preset: &Preset) -> About {
+    let mut out = About::default();
+    if let Some(v) = get_json(client, format!("{base}/v1/models")).await {
+        if let Some(m) = v.pointer("/data/0") {
+            let s = |k: &str| m.get(k).and_then(|x| x.as_str()).map(str::to_string);
+            out.model = s("id");
+            out.model_root = s("root");
+            out.context = m.get("max_model_len").and_then(|x| x.as_u64());
+        }
+    }
+    let mut pages: Vec<(&str, serde_json::Value)> = Vec::new();
+    // Each page once, however many figures it holds.
+    for (path, _) in preset.context.iter().chain(preset.version.iter()) {
+        if !pages.iter().any(|(p, _)| p == path) {
+            let v = get_json(client, format!("{base}{path}"))
+                .await
+                .unwrap_or(serde_json::Value::Null);
+            pages.push((path, v));
+        }
+    }
+    let find = |list: &[(&str, &str)]| {
+        list.iter().find_map(|(path, pointer)| {
+            pages
+                .iter()
+                .find(|(p, _)| p == path)
+                .and_then(|(_, v)| text_at(v, pointer))
+        })
+    };
+    if out.context.is_none() {
+        out.context = find(preset.context).and_then(|s| s.parse().ok());
+    }
+    out.version = find(preset.version);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_read_as_text_or_numbers() {
+        let v = serde_json::json!({"version": "0.32.0", "n": 2048, "e": "  ", "o": {}});
+        assert_eq!(text_at(&v, "/version").as_deref(), Some("0.32.0"));
+        assert_eq!(text_at(&v, "/n").as_deref(), Some("2048"));
+        assert_eq!(text_at(&v, "/e"), None);
+        assert_eq!(text_at(&v, "/o"), None);
+        assert_eq!(text_at(&v, "/missing"), None);
+        let long = serde_json::json!({"v": "x".repeat(500)});
+        assert_eq!(text_at(&long, "/v").unwrap().len(), 80);
+    }
+}
