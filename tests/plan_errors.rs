@@ -23,7 +23,10 @@ fn misspelled_key_exits_nonzero_naming_file_line_col() {
         .position(|l| l.starts_with("concurency"))
         .unwrap()
         + 1;
-    assert!(err.contains(&format!("{}:{line}:1:", plan.display())), "{err}");
+    assert!(
+        err.contains(&format!("{}:{line}:1:", plan.display())),
+        "{err}"
+    );
     assert!(err.contains("concurency"), "{err}");
     // `run` refuses it the same way, before creating anything.
     let mut cmd = sweeptop("badplan");
@@ -34,7 +37,7 @@ fn misspelled_key_exits_nonzero_naming_file_line_col() {
         .arg(dir.join("run"));
     let out = run_with_deadline(cmd, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(":37:1:"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!(":{line}:1:")));
     assert!(!dir.join("run").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
