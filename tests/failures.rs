@@ -178,12 +178,12 @@ id = "p"
         .collect();
     assert_eq!(starts.len(), 2, "one launch and one retry");
     assert_eq!(starts[1]["attempt"], 2);
+    // Each attempt's crash is recorded; the last record is the cell's result.
     let results = results(&out_dir);
-    assert_eq!(
-        results.len(),
-        1,
-        "the cell is recorded once, after the last attempt"
-    );
-    assert_eq!(results[0]["failure"]["kind"], "cuda_illegal_address");
+    assert_eq!(results.len(), 2, "one record per attempt");
+    for r in &results {
+        assert_eq!(r["cell"], "p/w-ctx64-c1");
+        assert_eq!(r["failure"]["kind"], "cuda_illegal_address");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,7 @@
 //! (flagged `short_output`, with the context as the reason); a prompt over
 //! the limit rejected with the server's numbers (`context_overflow`); and the
 //! engine process killed with SIGSEGV mid-cell recorded as a crash with its
-//! evidence while the sweep goes on, on a fresh server.
+//! evidence while the sweep goes on, on a fresh server (`retries = 1`).
 //!
 //!   SWEEPTOP_VLLM_VENV=/tmp/vllmenv cargo test --test real_vllm -- --nocapture
 
@@ -86,13 +86,13 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
         "fit-ctx128-c4",
         "fit-ctx1024-c1",
         "fit-ctx1024-c4",
+        "crash-ctx256-c4",
         "crash-ctx256-c1",
     ] {
         let r = by[&format!("cpu/{cell}")].last().unwrap();
         assert_result_line(r);
         let m = &r["metrics"];
         assert_eq!(r["status"], "ok", "{r}");
-        assert_eq!(r["warnings"], serde_json::json!([]), "{r}");
         assert_eq!(m["output_tokens"], m["output_tokens_asked"], "{r}");
         assert!(m["output_tok_s"].as_f64().unwrap() > 10.0, "{r}");
         // Exactly the target, as the server counts it, for every request.
@@ -103,10 +103,18 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
         // under the client's, nothing found in the (flushed) cache.
         assert_eq!(m["server_requests"], m["requests"], "{r}");
         let gap = m["ttft_ms_mean"].as_f64().unwrap() - m["server_ttft_ms_mean"].as_f64().unwrap();
-        assert!(
-            (0.0..25.0).contains(&gap),
-            "client − server TTFT {gap} ms: {r}"
-        );
+        assert!(gap >= 0.0, "client − server TTFT {gap} ms: {r}");
+        // The front end (tokenising four 1k prompts in one Python process on
+        // a busy 2-core machine) may add more than the 25 ms allowed: then,
+        // and only then, the cell says so.
+        let kinds: Vec<&str> = r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["kind"].as_str().unwrap())
+            .collect();
+        let expected: &[&str] = if gap > 25.0 { &["clock_gap"] } else { &[] };
+        assert_eq!(kinds, expected, "{r}");
         assert_eq!(m["prefix_cache_hit_pct"].as_f64(), Some(0.0), "{r}");
         eprintln!(
             "{cell}: prompt {target} exact, TTFT client {:.2} ms, server {:.2} ms, gap {gap:+.2} ms, cache hits {}%",
@@ -131,7 +139,10 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
     assert_eq!(over["status"], "failed", "{over}");
     assert_eq!(over["failure"]["kind"], "context_overflow", "{over}");
     assert_eq!(over["failure"]["context"]["limit"], 2048, "{over}");
-    // The engine killed mid-cell: a crash, with the log lines that prove it.
+    // The engine killed mid-cell: a crash, with the log lines that prove it,
+    // recorded before the config is relaunched and the cell run again (its
+    // second record, ok above, is its result).
+    assert_eq!(by[CRASH_CELL].len(), 2, "{:?}", by[CRASH_CELL]);
     let crash = &by[CRASH_CELL][0];
     assert_eq!(crash["status"], "failed", "{crash}");
     assert_eq!(crash["failure"]["kind"], "signal_crash", "{crash}");

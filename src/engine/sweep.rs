@@ -243,12 +243,12 @@ impl Engine {
                         break;
                     }
                     CellEnd::ServerDied(r, failure) => {
-                        if attempt >= config.retries {
-                            self.record(r)?;
-                        }
+                        // Recorded even when the config is relaunched: a crash
+                        // the retry does not repeat is still a crash (the
+                        // retry's record, appended later, is the cell's result).
+                        self.record(r)?;
                         self.stop(config, &mut live.server).await;
                         if attempt < config.retries {
-                            // Not recorded: the cell runs again on a fresh server.
                             attempt += 1;
                             self.note_relaunch(config, &failure, attempt);
                             remaining.push_front(cell);

@@ -210,6 +210,16 @@ fn exponential(state: &mut u64, rate: f64) -> Duration {
     Duration::from_secs_f64((-u.ln() / rate.max(1e-9)).min(3600.0))
 }
 
+/// GET `url`: the response, if the server answered 2xx within `timeout`.
+async fn get_ok(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Option<reqwest::Response> {
+    let resp = client.get(url).timeout(timeout).send().await.ok()?;
+    resp.status().is_success().then_some(resp)
+}
+
 /// POST `body` as JSON and read a JSON answer; any failure in words.
 async fn post_json(
     client: &reqwest::Client,

@@ -77,15 +77,8 @@ impl Scrape {
 
 /// The server's page, if it has one that answers 200 within 5 s.
 pub async fn scrape(client: &reqwest::Client, base: &str) -> Option<Scrape> {
-    let mut resp = client
-        .get(format!("{base}/metrics"))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?;
-    if !resp.status().is_success() {
-        return None;
-    }
+    let mut resp =
+        super::get_ok(client, &format!("{base}/metrics"), Duration::from_secs(5)).await?;
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = resp.chunk().await {
         body.extend_from_slice(&chunk);
