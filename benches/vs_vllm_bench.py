@@ -131,6 +131,7 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     args.out = args.out or tempfile.mkdtemp(prefix="vs-vllm-bench-")
+    os.makedirs(args.out, exist_ok=True)
     for tool in ("taskset",):
         if not shutil.which(tool):
             sys.exit(f"{tool} is needed")
