@@ -187,3 +187,52 @@ id = "p"
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_exit_no_pattern_knows_is_named_by_its_last_exception() {
+    let dir = scratch("traceback");
+    // A server that prints a Python traceback no pattern knows, then exits 1.
+    let (out_dir, _stdout) = run_plan(
+        &dir,
+        "traceback",
+        r#"
+name = "traceback"
+[server]
+shell = true
+command = "printf 'INFO starting\nTraceback (most recent call last):\n  File \"sched.py\", line 9, in step\n    self.reqs[rid]\nKeyError: %s\n' \"'rid-42'\"; exit 1"
+port = "auto"
+stop_grace_s = 1
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 1
+max_tokens = 4
+[[phases]]
+id = "p"
+"#,
+        Duration::from_secs(60),
+    );
+    let results = results(&out_dir);
+    let f = &results[0]["failure"];
+    assert_eq!(f["kind"], "startup_failed", "{f}");
+    assert_eq!(
+        f["message"], "server exited during startup (exit code 1): KeyError: 'rid-42'",
+        "{f}"
+    );
+    let evidence: Vec<&str> = f["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        evidence.first(),
+        Some(&"Traceback (most recent call last):"),
+        "{f}"
+    );
+    assert_eq!(evidence.last(), Some(&"KeyError: 'rid-42'"), "{f}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,7 +1,8 @@
 //! A server process that exited: which failure kind its exit status and last
 //! lines point to, when its log named no cause.
 
-use crate::model::FailureKind;
+use super::traceback;
+use crate::model::{Failure, FailureKind, FailureSource};
 
 const SIGILL: i32 = 4;
 const SIGABRT: i32 = 6;
@@ -46,6 +47,37 @@ pub fn classify_exit(
         Some(SIGKILL) if oom_in_tail => FailureKind::OomKilled,
         Some(SIGSEGV | SIGILL | SIGABRT | SIGBUS) => FailureKind::SignalCrash,
         _ => FailureKind::ServerExited,
+    }
+}
+
+/// Lines of a log tail kept as evidence when it shows no exception.
+const TAIL_EVIDENCE: usize = 20;
+
+/// A server's exit that no log pattern explained: the kind its exit status
+/// says, named by the last exception it printed (a Python traceback's last
+/// line, C++'s `terminate called`), with the traceback as the evidence;
+/// without one, the last lines of its log. `what` says when it exited
+/// (`server exited while the cell ran`), `how` how (`exit code 1`).
+pub fn exit_failure(
+    code: Option<i32>,
+    signal: Option<i32>,
+    what: &str,
+    how: &str,
+    tail: &[String],
+) -> Failure {
+    let kind = classify_exit(code, signal, None, tail);
+    match traceback::last_exception(tail) {
+        Some(e) => Failure::new(
+            kind,
+            FailureSource::Exit,
+            format!("{what} ({how}): {}", e.line),
+        )
+        .with_evidence(e.evidence),
+        None => {
+            let last = &tail[tail.len().saturating_sub(TAIL_EVIDENCE)..];
+            Failure::new(kind, FailureSource::Exit, format!("{what} ({how})"))
+                .with_evidence(traceback::collapse(last))
+        }
     }
 }
 

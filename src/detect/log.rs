@@ -260,6 +260,13 @@ fn leading_number(s: &str) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
+/// Which entry decided a line: the plan's N-th, or the builtin table's.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    Plan(usize),
+    Builtin(usize),
+}
+
 /// The compiled builtin table, built once per process.
 struct Compiled {
     /// Leftmost-first automaton over the distinct literals, searched in the
@@ -468,10 +475,33 @@ impl LogPatterns {
 
     /// [`LogPatterns::classify`] for a line already stripped of escapes.
     fn classify_stripped(&self, text: &str) -> LineClass {
+        self.rule_for(text).0
+    }
+
+    /// What one line means and which entry decided it: `plan pattern N
+    /// /regex/` or `builtin pattern N /regex/` (none for a plain line no
+    /// entry matched). What `sweeptop classify --explain` shows.
+    pub fn explain(&self, line: &str) -> (LineClass, Option<String>) {
+        let (class, rule) = self.rule_for(&strip_ansi(line));
+        let words = rule.and_then(|r| match r {
+            Rule::Plan(i) => self
+                .extra
+                .as_ref()
+                .and_then(|(set, _)| set.patterns().get(i))
+                .map(|re| format!("plan pattern {} /{re}/", i + 1)),
+            Rule::Builtin(i) => PATTERNS
+                .get(i)
+                .map(|p| format!("builtin pattern {} /{}/", i + 1, p.regex)),
+        });
+        (class, words)
+    }
+
+    /// The class of a line and the entry that decided it (no allocation).
+    fn rule_for(&self, text: &str) -> (LineClass, Option<Rule>) {
         if let Some((set, kinds)) = &self.extra {
             if let Some(i) = set.matches(text).iter().next() {
                 if let Some(kind) = kinds.get(i) {
-                    return LineClass::Fatal(*kind);
+                    return (LineClass::Fatal(*kind), Some(Rule::Plan(i)));
                 }
             }
         }
@@ -483,10 +513,10 @@ impl LogPatterns {
                 break;
             }
             if let Some(class) = self.builtin.apply(i, text) {
-                return class;
+                return (class, Some(Rule::Builtin(i)));
             }
         }
-        LineClass::Plain
+        (LineClass::Plain, None)
     }
 }
 

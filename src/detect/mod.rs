@@ -15,9 +15,11 @@
 //! It never talks to the network and never panics on what a server sends.
 
 mod exit;
+mod explain;
 mod http;
 mod log;
 mod text;
+pub mod traceback;
 mod validate;
 
 #[cfg(test)]
@@ -34,7 +36,8 @@ use serde_json::Value;
 
 use crate::model::{ContextNumbers, Failure, FailureKind};
 
-pub use exit::classify_exit;
+pub use exit::{classify_exit, exit_failure};
+pub use explain::{explain, Explanation};
 pub use http::{classify_http, classify_stream_error, context_numbers, is_overflow_message};
 pub use log::{classify_line, LineClass, LogPatterns, LogWatch, EVIDENCE_CONTEXT, TAIL_KEEP};
 pub use text::{clean_line, strip_ansi};
@@ -147,6 +150,16 @@ pub fn classify_text(text: &str) -> Classification {
         let line = clean_line(line);
         let status = status_line(text.trim()).unwrap_or(400);
         return Classification::from_http(classify_http(status, &line), status);
+    }
+    // No pattern knows it, but a traceback or `terminate called` names it.
+    let lines: Vec<String> = text.lines().map(clean_line).collect();
+    if let Some(e) = traceback::last_exception(&lines) {
+        return Classification {
+            kind: Some(FailureKind::ServerExited),
+            message: Some(e.line.clone()),
+            evidence: Some(e.line),
+            context: None,
+        };
     }
     Classification::none()
 }

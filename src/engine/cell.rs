@@ -464,7 +464,7 @@ fn death_failure(server: &Server) -> Option<Failure> {
     let (logged, tail) = server
         .log
         .lock()
-        .map(|l| (l.watch.failure(), l.watch.tail(20)))
+        .map(|l| (l.watch.failure(), l.watch.tail(detect::TAIL_KEEP)))
         .unwrap_or((None, Vec::new()));
     match (logged, exit) {
         (Some(mut f), Some(info)) => {
@@ -472,17 +472,13 @@ fn death_failure(server: &Server) -> Option<Failure> {
             Some(f)
         }
         (Some(f), None) => Some(f),
-        (None, Some(info)) => {
-            let kind = detect::classify_exit(info.code, info.signal, None, &tail);
-            Some(
-                Failure::new(
-                    kind,
-                    FailureSource::Exit,
-                    format!("server exited while the cell ran ({})", info.describe()),
-                )
-                .with_evidence(tail),
-            )
-        }
+        (None, Some(info)) => Some(detect::exit_failure(
+            info.code,
+            info.signal,
+            "server exited while the cell ran",
+            &info.describe(),
+            &tail,
+        )),
         (None, None) => None,
     }
 }

@@ -371,7 +371,7 @@ fn startup_failure(server: &Server, info: ExitInfo) -> Failure {
     let (logged, tail) = server
         .log
         .lock()
-        .map(|l| (l.watch.failure(), l.watch.tail(20)))
+        .map(|l| (l.watch.failure(), l.watch.tail(detect::TAIL_KEEP)))
         .unwrap_or((None, Vec::new()));
     let how = info.describe();
     match logged {
@@ -380,16 +380,17 @@ fn startup_failure(server: &Server, info: ExitInfo) -> Failure {
             f
         }
         None => {
-            let kind = match detect::classify_exit(info.code, info.signal, None, &tail) {
-                FailureKind::ServerExited => FailureKind::StartupFailed,
-                kind => kind,
-            };
-            Failure::new(
-                kind,
-                FailureSource::Exit,
-                format!("server exited during startup ({how})"),
-            )
-            .with_evidence(tail)
+            let mut f = detect::exit_failure(
+                info.code,
+                info.signal,
+                "server exited during startup",
+                &how,
+                &tail,
+            );
+            if f.kind == FailureKind::ServerExited {
+                f.kind = FailureKind::StartupFailed;
+            }
+            f
         }
     }
 }

@@ -1,0 +1,145 @@
+//! `sweeptop classify --explain`: not only the kind, but which rule decided
+//! it, on which line, and the lines around it, so a user can write a
+//! `[[patterns]]` entry with confidence.
+
+use serde::Serialize;
+
+use super::{
+    classify_text, clean_line, find_error_body, is_overflow_message, Classification, LineClass,
+    LogPatterns, EVIDENCE_CONTEXT,
+};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    pub classification: Classification,
+    /// How the kind was decided, in words.
+    pub rule: String,
+    /// The deciding line, 1-based, when one line decided it.
+    pub line: Option<usize>,
+    /// The lines around it, each `N: text`, the deciding one marked `>`.
+    pub window: Vec<String>,
+}
+
+pub fn explain(text: &str) -> Explanation {
+    let classification = classify_text(text);
+    let lines: Vec<&str> = text.lines().collect();
+    let (rule, at) = decide(text, &lines, &classification);
+    let window = match at {
+        Some(i) => {
+            let from = i.saturating_sub(EVIDENCE_CONTEXT);
+            let to = (i + EVIDENCE_CONTEXT + 1).min(lines.len());
+            (from..to)
+                .map(|j| {
+                    let mark = if j == i { '>' } else { ' ' };
+                    format!("{mark}{:>6}: {}", j + 1, clean_line(lines[j]))
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    Explanation {
+        classification,
+        rule,
+        line: at.map(|i| i + 1),
+        window,
+    }
+}
+
+/// Which rule decided, and on which line (0-based).
+fn decide(text: &str, lines: &[&str], c: &Classification) -> (String, Option<usize>) {
+    let Some(kind) = c.kind else {
+        return (
+            "nothing matched: no rule names a failure in this text".into(),
+            None,
+        );
+    };
+    if let Some((status, body)) = find_error_body(text) {
+        let at = lines
+            .iter()
+            .position(|l| l.contains(body.lines().next().unwrap_or(body)));
+        return (
+            format!("a JSON error body (HTTP {status}) read by the HTTP classifier"),
+            at,
+        );
+    }
+    let patterns = LogPatterns::builtin();
+    for (i, line) in lines.iter().enumerate() {
+        if let (LineClass::Fatal(k), Some(rule)) = patterns.explain(line) {
+            if k == kind {
+                return (rule, Some(i));
+            }
+        }
+    }
+    if let Some(i) = lines.iter().position(|l| is_overflow_message(l)) {
+        return (
+            "a context-overflow message read by the HTTP classifier".into(),
+            Some(i),
+        );
+    }
+    let at = c
+        .evidence
+        .as_deref()
+        .and_then(|e| lines.iter().rposition(|l| clean_line(l).ends_with(e)));
+    match at {
+        Some(i) => (
+            "no pattern matched; the last exception printed names it (server_exited)".into(),
+            Some(i),
+        ),
+        None => (
+            "the server's exit, from its last lines (no single line decided)".into(),
+            None,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::FailureKind;
+
+    #[test]
+    fn names_the_rule_the_line_and_its_window() {
+        let mut text = String::new();
+        for i in 0..15 {
+            text.push_str(&format!("INFO line {i}\n"));
+        }
+        text.push_str("[2025-08-13 15:12:48 TP0] RuntimeError: CUDA error: an illegal instruction was encountered\n");
+        text.push_str("INFO after\n");
+        let e = explain(&text);
+        assert_eq!(
+            e.classification.kind,
+            Some(FailureKind::CudaIllegalInstruction)
+        );
+        assert_eq!(e.line, Some(16));
+        assert!(e.rule.starts_with("builtin pattern "), "{}", e.rule);
+        assert!(
+            e.rule.contains("illegal instruction was encountered"),
+            "{}",
+            e.rule
+        );
+        assert_eq!(e.window.len(), 12);
+        assert!(
+            e.window[10].starts_with(">    16: [2025-08-13"),
+            "{:?}",
+            e.window
+        );
+
+        let e = explain(
+            "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'rid'\n",
+        );
+        assert_eq!(e.classification.kind, Some(FailureKind::ServerExited));
+        assert_eq!(e.line, Some(3));
+        assert!(e.rule.contains("last exception"), "{}", e.rule);
+
+        let e = explain(
+            r#"{"object":"error","message":"This model's maximum context length is 2048 tokens. However, you requested 2100 tokens (2000 in the messages, 100 in the completion).","type":"BadRequestError","code":400}"#,
+        );
+        assert_eq!(e.classification.kind, Some(FailureKind::ContextOverflow));
+        assert!(e.rule.contains("JSON error body (HTTP 400)"), "{}", e.rule);
+        assert_eq!(e.line, Some(1));
+
+        let e = explain("all good\n");
+        assert_eq!(e.classification.kind, None);
+        assert_eq!(e.line, None);
+    }
+}

@@ -1,0 +1,247 @@
+//! A crash no pattern knows is still named: the last exception a server
+//! printed (a Python traceback's final line, or C++'s `terminate called
+//! after throwing an instance of 'X'` with its `what():`), and the traceback
+//! that led to it, with repeated lines collapsed (`… ×40`).
+
+use super::text::clean_line;
+
+/// The most lines an evidence window keeps.
+pub const MAX_EVIDENCE: usize = 40;
+
+/// The last exception in `lines`: its line (prefixes as printed) and the
+/// window that shows it (from the traceback's start, repeats collapsed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exception {
+    /// `ValueError: No available memory for the cache blocks.`, without
+    /// the log prefix.
+    pub line: String,
+    pub evidence: Vec<String>,
+}
+
+/// What is left of a log line once its usual prefixes are gone: vLLM's
+/// `(EngineCore_0 pid=123) ERROR 08-13 15:12:48 [core.py:700] `, SGLang's
+/// `[2025-08-13 15:12:48 TP0] `, TGI's `2025-08-13T15:12:48.123Z ERROR
+/// text_generation_launcher: `, Ray's `(pid=42) `.
+fn body(line: &str) -> &str {
+    let mut s = line.trim();
+    // `(EngineCore_0 pid=123)`, `(pid=42)`, `(VllmWorkerProcess pid=409)`.
+    if s.starts_with('(') {
+        if let Some(end) = s.find(')') {
+            if s[..end].contains("pid=") {
+                s = s[end + 1..].trim_start();
+            }
+        }
+    }
+    // `[2025-08-13 15:12:48 TP0]`, `[rank0]:`.
+    if s.starts_with('[') {
+        if let Some(end) = s.find(']') {
+            let inner = &s[1..end];
+            if inner.starts_with(|c: char| c.is_ascii_digit()) || inner.starts_with("rank") {
+                s = s[end + 1..].trim_start_matches(':').trim_start();
+            }
+        }
+    }
+    // `ERROR 08-13 15:12:48 [core.py:700] ` (vLLM), `ERROR text_generation_launcher: ` (TGI).
+    for level in ["ERROR ", "CRITICAL ", "WARNING ", "INFO "] {
+        if let Some(rest) = strip_timestamp(s).strip_prefix(level) {
+            let rest = rest.trim_start();
+            // vLLM: date, time, then `[file.py:N]`.
+            let rest = match rest.find("] ") {
+                Some(i) if rest.starts_with(|c: char| c.is_ascii_digit()) && i < 40 => {
+                    &rest[i + 2..]
+                }
+                _ => rest,
+            };
+            // TGI: `text_generation_launcher: `.
+            let rest = match rest.split_once(": ") {
+                Some((target, r))
+                    if !target.contains(' ')
+                        && !target.contains('.')
+                        && target.contains('_')
+                        && !is_exception_line(target) =>
+                {
+                    r
+                }
+                _ => rest,
+            };
+            return rest.trim_start();
+        }
+    }
+    s
+}
+
+/// `2025-08-13T15:12:48.123456Z ` at the start of a line, dropped.
+fn strip_timestamp(s: &str) -> &str {
+    let bytes = s.as_bytes();
+    if bytes.len() > 20 && bytes[..4].iter().all(u8::is_ascii_digit) && bytes[4] == b'-' {
+        if let Some(i) = s.find(' ') {
+            return s[i + 1..].trim_start();
+        }
+    }
+    s
+}
+
+/// `ValueError: …`, `torch.OutOfMemoryError: …`, `KeyError`, `SystemExit: 1`.
+fn is_exception_line(b: &str) -> bool {
+    let name_end = b.find(": ").unwrap_or(b.len());
+    let name = b[..name_end].trim_end_matches(':');
+    if name.is_empty() || name.len() > 120 || name.contains(' ') {
+        return false;
+    }
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let ident = |s: &str| {
+        s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    name.split('.').all(ident)
+        && last.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && [
+            "Error",
+            "Exception",
+            "Exit",
+            "Interrupt",
+            "Fault",
+            "Failure",
+        ]
+        .iter()
+        .any(|s| last.ends_with(s))
+}
+
+/// The last exception in `lines`, if any.
+pub fn last_exception(lines: &[String]) -> Option<Exception> {
+    let bodies: Vec<&str> = lines.iter().map(|l| body(l)).collect();
+    let mut found: Option<(usize, String)> = None;
+    for (i, b) in bodies.iter().enumerate() {
+        if let Some(rest) = b.strip_prefix("terminate called after throwing an instance of ") {
+            let what = bodies
+                .get(i + 1)
+                .and_then(|n| n.trim_start().strip_prefix("what():"))
+                .map(str::trim);
+            let line = match what {
+                Some(w) => format!("terminate called: {} ({w})", rest.trim_matches('\'')),
+                None => format!("terminate called: {}", rest.trim_matches('\'')),
+            };
+            found = Some((i, line));
+        } else if is_exception_line(b) {
+            found = Some((i, b.to_string()));
+        }
+    }
+    let (at, line) = found?;
+    let start = bodies[..=at]
+        .iter()
+        .rposition(|b| b.starts_with("Traceback (most recent call last)"))
+        .unwrap_or(at.saturating_sub(MAX_EVIDENCE / 2));
+    let evidence = collapse(&lines[start..=at.min(lines.len() - 1)]);
+    Some(Exception {
+        line: clean_line(&line),
+        evidence,
+    })
+}
+
+/// Consecutive repeats of a line (the same text after its prefix) become one
+/// line marked `(×N)`; a window longer than [`MAX_EVIDENCE`] keeps its start
+/// and its end around a `… N lines …` marker.
+pub fn collapse(lines: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let b = body(&lines[i]);
+        let mut n = 1;
+        while i + n < lines.len() && body(&lines[i + n]) == b {
+            n += 1;
+        }
+        if n > 1 {
+            out.push(format!("{} (×{n})", lines[i]));
+        } else {
+            out.push(lines[i].clone());
+        }
+        i += n;
+    }
+    if out.len() > MAX_EVIDENCE {
+        let head = 5;
+        let tail = MAX_EVIDENCE - head - 1;
+        let cut = out.len() - head - tail;
+        let mut kept: Vec<String> = out[..head].to_vec();
+        kept.push(format!("… {cut} lines …"));
+        kept.extend_from_slice(&out[out.len() - tail..]);
+        out = kept;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_python_traceback_is_named_by_its_last_line() {
+        // vLLM 0.32's startup failure, as its engine process prints it.
+        let log = lines(
+            "(EngineCore_DP0 pid=4382) INFO 12-04 02:16:38 [core.py:133] Initializing a V1 LLM engine\n\
+             (EngineCore_DP0 pid=4382) ERROR 12-04 02:16:40 [core.py:708] EngineCore failed to start.\n\
+             (EngineCore_DP0 pid=4382) ERROR 12-04 02:16:40 [core.py:708] Traceback (most recent call last):\n\
+             (EngineCore_DP0 pid=4382) ERROR 12-04 02:16:40 [core.py:708]   File \"/v/core.py\", line 699, in run_engine_core\n\
+             (EngineCore_DP0 pid=4382) ERROR 12-04 02:16:40 [core.py:708]     engine_core = EngineCoreProc(*args, **kwargs)\n\
+             (EngineCore_DP0 pid=4382) ERROR 12-04 02:16:40 [core.py:708] RuntimeError: Engine core initialization failed. Failed core proc(s): {}\n\
+             (APIServer pid=4353) INFO 12-04 02:16:41 [launcher.py:99] Shutting down",
+        );
+        let e = last_exception(&log).unwrap();
+        assert_eq!(
+            e.line,
+            "RuntimeError: Engine core initialization failed. Failed core proc(s): {}"
+        );
+        assert_eq!(e.evidence.len(), 4, "{:?}", e.evidence);
+        assert!(e.evidence[0].contains("Traceback (most recent call last)"));
+    }
+
+    #[test]
+    fn cpp_terminate_and_prefixes_of_every_server() {
+        let log = lines(
+            "terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA driver error: unknown error",
+        );
+        assert_eq!(
+            last_exception(&log).unwrap().line,
+            "terminate called: c10::Error (CUDA driver error: unknown error)"
+        );
+        for (line, want) in [
+            ("[2025-08-13 15:12:48 TP0] KeyError: 'rid-42'", "KeyError: 'rid-42'"),
+            ("2025-08-13T15:12:48.123456Z ERROR text_generation_launcher: torch.distributed.DistStoreError: timed out", "torch.distributed.DistStoreError: timed out"),
+            ("(pid=42) ray.exceptions.RayActorError: The actor died", "ray.exceptions.RayActorError: The actor died"),
+            ("AssertionError", "AssertionError"),
+        ] {
+            assert_eq!(last_exception(&lines(line)).unwrap().line, want, "{line}");
+        }
+        // Not exceptions: prose, warnings, a logger's name.
+        for line in [
+            "INFO: Error rate is 0.0%",
+            "Note: ValueError handling changed in 0.5",
+            "WARNING 08-13 15:12:48 [x.py:1] some Error happened",
+            "error: unrecognized arguments",
+        ] {
+            assert_eq!(last_exception(&lines(line)), None, "{line}");
+        }
+    }
+
+    #[test]
+    fn repeats_collapse_and_long_windows_keep_both_ends() {
+        let mut log = vec!["Traceback (most recent call last):".to_string()];
+        for _ in 0..40 {
+            log.push("[2025-08-13 15:12:48 TP0] retrying allocation".into());
+        }
+        log.push("torch.OutOfMemoryError: CUDA out of memory.".into());
+        let e = last_exception(&log).unwrap();
+        assert_eq!(e.evidence.len(), 3, "{:?}", e.evidence);
+        assert!(e.evidence[1].ends_with("(×40)"), "{:?}", e.evidence);
+        let long: Vec<String> = (0..100).map(|i| format!("line {i}")).collect();
+        let c = collapse(&long);
+        assert_eq!(c.len(), MAX_EVIDENCE);
+        assert_eq!(c[5], "… 61 lines …");
+        assert_eq!(c.last().unwrap(), "line 99");
+    }
+}
