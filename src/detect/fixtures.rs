@@ -434,4 +434,15 @@ pub const BODIES: &[BodyCase] = &[
         summary: "ctx 400: 33,012 > 32,768",
         message: "HTTP 400: This model's maximum",
     },
+    // SGLang's scheduler (`validate_input_length`), in its flat error body:
+    // sgl-project/sglang python/sglang/srt/managers/utils.py.
+    BodyCase {
+        name: "sglang scheduler abort",
+        status: 400,
+        body: r#"{"object":"error","message":"Input length (40000 tokens) exceeds the maximum allowed length (32767 tokens). Use a shorter input or enable --allow-auto-truncate.","type":"BadRequestError","param":null,"code":400}"#,
+        kind: K::ContextOverflow,
+        numbers: [Some(32767), Some(40000), None, None],
+        summary: "ctx 400: 40,000 > 32,767",
+        message: "HTTP 400: Input length (40000 tokens) exceeds the maximum allowed length",
+    },
 ];

@@ -28,6 +28,8 @@ const OVERFLOW_CORES: &[&str] = &[
     r"maximum context length",
     // SGLang: "The input (P tokens) is longer than the model's context length (N tokens)."
     r"is longer than the model's context length",
+    // SGLang scheduler: "Input length (P tokens) exceeds the maximum allowed length (N tokens)."
+    r"input length \(\d[\d,]* tokens?\) exceeds the maximum allowed length",
     // vLLM new: "... However, the model's context length is only N tokens"
     r"context length is only \d",
     // vLLM 0.32: "max_tokens=M cannot be greater than max_model_len=N"
@@ -69,6 +71,7 @@ const NUMBER_PATTERNS: &[(Field, &str)] = &[
     (Field::Limit, r"exceeds limit of (N)"),
     (Field::Limit, r"must be <= (N)"),
     (Field::Limit, r"must have less than (N) tokens"),
+    (Field::Limit, r"maximum allowed length \((N) tokens?\)"),
     (Field::Total, r"you requested (N) tokens"),
     (Field::Total, r"requested a total of (N) tokens"),
     (Field::Total, r"request \((N) tokens?\) exceeds"),
@@ -86,6 +89,7 @@ const NUMBER_PATTERNS: &[(Field, &str)] = &[
     ),
     (Field::Prompt, r"decoder prompt \(length (N)\)"),
     (Field::Prompt, r"input prompt \((N) tokens\)"),
+    (Field::Prompt, r"input length \((N) tokens?\)"),
     (Field::Output, r"(N) (?:in|for) the completion"),
     (Field::Output, r"(N) tokens for the completion"),
     (Field::Output, r"requested (N) output tokens"),
