@@ -483,7 +483,14 @@ impl App {
             }
         }
         match k {
-            Key::Pause => self.command(Command::TogglePause, "pause / resume asked"),
+            Key::Pause => {
+                let words = if self.view.sweep.paused {
+                    "resuming the sweep"
+                } else {
+                    "pausing after the running cell (p again resumes)"
+                };
+                self.command(Command::TogglePause, words)
+            }
             Key::SkipConfig => self.command(Command::SkipConfig, "skipping the rest of the config"),
             Key::SkipCell => self.command(Command::SkipCell, "skipping the running cell"),
             Key::Retry => self.retry(),

@@ -163,6 +163,10 @@ pub struct ViewState {
     pub started: Option<Timestamp>,
     /// Cells finished since then (for the ETA).
     pub finished_since_start: usize,
+    /// Seconds spent paused since then, and when the pause in progress began:
+    /// the ETA counts only the time the sweep was working.
+    pub paused_s: f64,
+    pub paused_since: Option<Timestamp>,
     pub sweep: SweepState,
     pub config: Option<ConfigRun>,
     pub running: Option<Running>,
@@ -239,6 +243,7 @@ impl ViewState {
                 self.total_cells = *cells;
                 if self.started.is_none_or(|s| *at >= s) {
                     self.started = Some(*at);
+                    (self.paused_s, self.paused_since) = (0.0, None);
                     self.finished_since_start = self
                         .records
                         .values()
@@ -374,7 +379,16 @@ impl ViewState {
             }
             Event::Paused { at } | Event::Resumed { at } => {
                 if *at >= self.sweep.paused_at {
-                    self.sweep.paused = matches!(ev, Event::Paused { .. });
+                    let paused = matches!(ev, Event::Paused { .. });
+                    match (paused, self.paused_since) {
+                        (true, None) => self.paused_since = Some(*at),
+                        (false, Some(since)) => {
+                            self.paused_s += at.seconds_since(since).max(0.0);
+                            self.paused_since = None;
+                        }
+                        _ => {}
+                    }
+                    self.sweep.paused = paused;
                     self.sweep.paused_at = *at;
                 }
                 self.note_current(ev);
@@ -569,12 +583,14 @@ impl ViewState {
         Some(now.seconds_since(self.started?).max(0.0) as u64)
     }
 
-    /// Seconds left, from the pace of the cells finished since the start.
+    /// Seconds left, from the pace of the cells finished since the start,
+    /// paused time left out (while paused, the ETA stands still).
     pub fn eta_s(&self, now: Timestamp) -> Option<u64> {
         if !matches!(self.sweep.sweep, Sweep::Running) || self.finished_since_start == 0 {
             return None;
         }
-        let elapsed = now.seconds_since(self.started?).max(0.0);
+        let now = self.paused_since.unwrap_or(now);
+        let elapsed = (now.seconds_since(self.started?) - self.paused_s).max(0.0);
         let left = self.total_cells.saturating_sub(self.done()) as f64;
         Some((elapsed / self.finished_since_start as f64 * left).round() as u64)
     }
@@ -725,6 +741,27 @@ mod tests {
         ]);
         // 2 of 4 cells in 20 s: 20 s left.
         assert_eq!(v.eta_s(at(20)), Some(20));
+    }
+
+    #[test]
+    fn eta_leaves_paused_time_out() {
+        let mut v = fold(&[
+            started(0, 0),
+            finished(rec("a", "c1", Status::Ok, 10)),
+            Event::Paused { at: at(10) },
+        ]);
+        // 1 of 4 cells in 10 working seconds: 30 s left, however long the pause.
+        assert_eq!(v.eta_s(at(15)), Some(30));
+        assert_eq!(v.eta_s(at(500)), Some(30));
+        v.apply(&Event::Resumed { at: at(500) });
+        v.apply(&finished(rec("b", "c1", Status::Ok, 510)));
+        // 2 of 4 in 20 working seconds (490 paused): 20 s left.
+        assert_eq!(v.eta_s(at(510)), Some(20));
+        // A second pause request while paused does not restart the clock.
+        v.apply(&Event::Paused { at: at(510) });
+        v.apply(&Event::Paused { at: at(600) });
+        v.apply(&Event::Resumed { at: at(700) });
+        assert_eq!(v.eta_s(at(700)), Some(20));
     }
 
     #[test]

@@ -455,6 +455,12 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
         .filter(|b| !in_tail.contains(&b.key))
     {
         let Some(label) = b.hint else { continue };
+        // The pause key says what it will do.
+        let label = if b.key == Key::Pause && app.view.sweep.paused {
+            "resume"
+        } else {
+            label
+        };
         if app.read_only() && engine_keys.contains(&b.key) {
             continue;
         }
