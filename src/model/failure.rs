@@ -217,6 +217,25 @@ impl FailureKind {
     /// faults and crashes), so the server must be restarted before the next
     /// cell. `ServerExited` is not included: it is the fallback when no cause
     /// is known, and the process is already gone.
+    /// How bad a failure is, for what stays on the alert line: 3 the server
+    /// crashed (GPU faults, signals, the OOM killer), 2 it died or stopped
+    /// answering, 1 a request-level failure (context overflow, HTTP error)
+    /// or a warning.
+    pub fn severity(self) -> u8 {
+        if self.is_fatal_server_error() {
+            return 3;
+        }
+        match self {
+            FailureKind::ServerExited
+            | FailureKind::StartupFailed
+            | FailureKind::StartupTimeout
+            | FailureKind::Stalled
+            | FailureKind::RequestTimeout
+            | FailureKind::ZeroTokens => 2,
+            _ => 1,
+        }
+    }
+
     pub fn is_fatal_server_error(self) -> bool {
         matches!(
             self,

@@ -977,3 +977,35 @@ fn log_lines_and_gpu_samples_wait_for_the_tick() {
     assert_eq!(app.update(Action::Tick(later)), Redraw::Soon);
     assert!(screen(&draw_as_is(&app, 120, 40)).contains("a brand new line"));
 }
+
+#[test]
+fn a_crash_and_an_overflow_are_drawn_apart() {
+    let (mut app, _rx) = live(crash_story().view());
+    let t = render(&mut app, 200, 50);
+    let buf = t.backend().buffer();
+    // The first grid cell showing each badge, and its style.
+    let style_of = |text: &str| {
+        let area = buf.area;
+        for y in 0..area.height {
+            let row: String = (0..area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect();
+            if !(row.starts_with("│ tp1-") || row.starts_with("│▶tp1-")) {
+                continue;
+            }
+            if let Some(i) = row.find(text) {
+                let x = row[..i].chars().count() as u16;
+                let c = &buf[(x, y)];
+                return (c.fg, c.bg);
+            }
+        }
+        panic!("{text} is not on the screen:\n{}", screen(&t));
+    };
+    let theme = Theme::dark();
+    let crash = style_of("ILL-INSTR");
+    assert_eq!(crash.1, theme.failed.bg.unwrap());
+    // At 200 columns the overflow shows its numbers, in the other colour.
+    let overflow = style_of("400 32,808>32,768");
+    assert_eq!(overflow.1, theme.failed_other.bg.unwrap());
+    assert_ne!(crash, overflow);
+}

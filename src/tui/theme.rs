@@ -118,6 +118,7 @@ theme!(
     better,
     worse,
     failed,
+    failed_other,
     skipped,
     pending,
     running,

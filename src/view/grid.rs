@@ -221,6 +221,9 @@ pub enum CellView {
     Failed {
         badge: String,
         label: String,
+        /// The server crashed (severity 3): drawn apart from request-level
+        /// failures such as a context overflow.
+        crash: bool,
     },
     Value {
         text: String,
@@ -269,10 +272,12 @@ impl CellView {
                 Some(f) => CellView::Failed {
                     badge: f.kind.badge().to_string(),
                     label: f.label(),
+                    crash: f.kind.severity() >= 3,
                 },
                 None => CellView::Failed {
                     badge: "FAILED".into(),
                     label: "failed".into(),
+                    crash: false,
                 },
             },
             Status::Ok => match &r.metrics {
@@ -528,7 +533,8 @@ mod tests {
             cv,
             CellView::Failed {
                 badge: "CTX 400".into(),
-                label: "ctx 400: 32,808 > 32,768".into()
+                label: "ctx 400: 32,808 > 32,768".into(),
+                crash: false,
             }
         );
         assert_eq!(cv.label(), "ctx 400: 32,808 > 32,768");

@@ -466,16 +466,16 @@ impl ViewState {
             self.running = None;
         }
         if record.status == Status::Failed {
-            let newer = self
+            let worse = self
                 .last_failure
                 .as_ref()
                 .and_then(|c| self.records.get(c))
-                .is_none_or(|r| r.finished_at <= record.finished_at);
-            if newer {
+                .is_none_or(|r| headline(r) <= headline(&record));
+            if worse {
                 self.last_failure = Some(record.cell.clone());
             }
         } else if self.last_failure.as_ref() == Some(&record.cell) {
-            // A retry succeeded: the alert goes to the newest failure left, if any.
+            // A retry succeeded: the alert goes to the worst failure left, if any.
             self.last_failure = None;
         }
         self.records.insert(record.cell.clone(), record);
@@ -484,7 +484,7 @@ impl ViewState {
                 .records
                 .values()
                 .filter(|r| r.status == Status::Failed)
-                .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
+                .max_by_key(|r| headline(r))
                 .map(|r| r.cell.clone());
         }
     }
@@ -595,7 +595,8 @@ impl ViewState {
         Some((elapsed / self.finished_since_start as f64 * left).round() as u64)
     }
 
-    /// The alert line: the latest failure and how many cells of its config failed.
+    /// The alert line: the worst failure (a crash outranks an overflow, the
+    /// latest breaks ties) and how many cells of its config failed.
     pub fn alert(&self) -> Option<String> {
         let r = self.records.get(self.last_failure.as_ref()?)?;
         let f = r.failure.as_ref()?;
@@ -610,6 +611,26 @@ impl ViewState {
             f.kind.describe(),
             if n == 1 { "" } else { "s" }
         ))
+    }
+
+    /// With more than one kind of failure in the run, how many cells of
+    /// each, worst first: `in all 7 ILL-INSTR, 3 CTX 400`.
+    pub fn failure_kinds(&self) -> Option<String> {
+        let mut kinds: std::collections::BTreeMap<(u8, &'static str), usize> = Default::default();
+        for r in self.records.values().filter(|r| r.status == Status::Failed) {
+            if let Some(f) = &r.failure {
+                *kinds
+                    .entry((u8::MAX - f.kind.severity(), f.kind.badge()))
+                    .or_default() += 1;
+            }
+        }
+        (kinds.len() > 1).then(|| {
+            let each: Vec<String> = kinds
+                .iter()
+                .map(|((_, badge), count)| format!("{count} {badge}"))
+                .collect();
+            format!("in all {}", each.join(", "))
+        })
     }
 
     /// The GPUs the running config uses (all when it does not say).
@@ -630,6 +651,14 @@ impl ViewState {
             ),
         }
     }
+}
+
+/// What decides which failure the alert line shows: severity, then time.
+fn headline(r: &CellRecord) -> (u8, Timestamp) {
+    (
+        r.failure.as_ref().map_or(0, |f| f.kind.severity()),
+        r.finished_at,
+    )
 }
 
 /// Server meta with every text made safe to show (a version string is the
@@ -741,6 +770,40 @@ mod tests {
         ]);
         // 2 of 4 cells in 20 s: 20 s left.
         assert_eq!(v.eta_s(at(20)), Some(20));
+    }
+
+    #[test]
+    fn the_alert_keeps_the_worst_failure_and_counts_each_kind() {
+        let crash = rec("a/c1", "a", Status::Failed, 5);
+        let overflow = |cell: &str, t| {
+            let mut r = rec(cell, "b", Status::Failed, t);
+            if let Some(f) = r.failure.as_mut() {
+                f.kind = crate::model::FailureKind::ContextOverflow;
+            }
+            r
+        };
+        let mut v = fold(&[started(0, 0), finished(crash)]);
+        assert_eq!(
+            v.alert().as_deref(),
+            Some("a: CUDA illegal instruction — 1 cell failed")
+        );
+        // Later, routine overflows: the crash stays, with the count of each kind.
+        v.apply(&finished(overflow("b/c1", 9)));
+        v.apply(&finished(overflow("b/c2", 12)));
+        assert_eq!(
+            v.alert().as_deref(),
+            Some("a: CUDA illegal instruction — 1 cell failed")
+        );
+        assert_eq!(
+            v.failure_kinds().as_deref(),
+            Some("in all 1 ILL-INSTR, 2 CTX 400")
+        );
+        // The crashed cell retried fine: the overflow is the headline now.
+        v.apply(&finished(rec("a/c1", "a", Status::Ok, 20)));
+        assert_eq!(
+            v.alert().as_deref(),
+            Some("b: context overflow — 2 cells failed")
+        );
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn geometry(area: Rect, app: &App) -> Geometry {
     let n = app.grid.columns.len().max(1);
     let col_w = (inner_w.saturating_sub(label_w) / n)
         .saturating_sub(1)
-        .clamp(narrowest, 12);
+        .clamp(narrowest, 18);
     Geometry {
         label_w,
         col_w,
@@ -228,7 +228,23 @@ fn cell_text(app: &App, config: usize, col: usize, width: usize) -> (String, Sty
         CellView::Queued => (sym.queued.to_string(), t.pending),
         CellView::Excluded => ("excl".into(), t.excluded),
         CellView::Skipped => ("skip".into(), t.skipped),
-        CellView::Failed { badge, .. } => (badge, t.failed),
+        // A crash and a request-level failure in different colours; an
+        // overflow's numbers when the column has room (`400 32,808>32,768`).
+        CellView::Failed {
+            badge,
+            label,
+            crash,
+        } => {
+            let compact = label
+                .strip_prefix("ctx ")
+                .map(|s| s.replacen(": ", " ", 1).replace(" > ", ">"));
+            let text = [Some(label), compact]
+                .into_iter()
+                .flatten()
+                .find(|s| s.chars().count() <= width)
+                .unwrap_or(badge);
+            (text, if crash { t.failed } else { t.failed_other })
+        }
         // The warning wins over the value: got/asked when it fits, else SHORT.
         CellView::Flagged { mark, badge, .. } => {
             let fits = mark.chars().count() <= width;

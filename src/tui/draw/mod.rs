@@ -368,7 +368,15 @@ fn alert(frame: &mut Frame, app: &App, area: Rect) {
         };
         (format!(" {}", f.text), style)
     } else if let Some(a) = v.alert() {
-        (format!(" {} {a}", sym.alert), t.alert)
+        // The count of each kind when the line has room beside the counts.
+        let mut text = format!(" {} {a}", sym.alert);
+        if let Some(k) = v.failure_kinds() {
+            let with = format!("{text}; {k}");
+            if with.chars().count() + counts.chars().count() + 2 <= area.width as usize {
+                text = with;
+            }
+        }
+        (text, t.alert)
     } else if let Some((_, n)) = &v.last_notice {
         (format!(" {n}"), t.warning)
     } else {
