@@ -827,6 +827,11 @@ fn a_recorded_run_is_read_only() {
         Theme::dark(),
         look(),
     );
+    // Its GPU figures are a recorded sample, and say when it was taken.
+    let at = app.view.gpu.latest.as_ref().unwrap().at_ms;
+    let clock = crate::model::Timestamp::from_unix_ms(at as i64).clock();
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(text.contains(&format!("last sample {clock}")), "{text}");
     press(&mut app, KeyCode::Char('p'));
     let f = app.ui.flash.clone().expect("a message");
     assert!(f.text.starts_with("read-only"), "{}", f.text);

@@ -23,9 +23,19 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let gpu = &app.view.gpu;
     let status = gpu.status();
     // A state without devices is explained inside the panel.
+    // A recorded run shows its last sample: say when it was taken, so it is
+    // not read as the GPUs' state now or as the selected config's.
+    let when = match (&gpu.latest, app.read_only()) {
+        (Some(s), true) => format!(
+            "{}last sample {}",
+            sym.sep,
+            crate::model::Timestamp::from_unix_ms(i64::try_from(s.at_ms).unwrap_or(0)).clock()
+        ),
+        _ => String::new(),
+    };
     let title = match status {
-        Some(s) if s.is_live() => format!(" GPUs{}{} ", sym.sep, s.label()),
-        _ => " GPUs ".to_string(),
+        Some(s) if s.is_live() => format!(" GPUs{}{}{when} ", sym.sep, s.label()),
+        _ => format!(" GPUs{when} "),
     };
     let block = app.block(title, false);
     let inner = block.inner(area);
