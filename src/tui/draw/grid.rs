@@ -2,7 +2,7 @@
 //! scrolled so the selection stays in view.
 
 use ratatui::layout::Rect;
-use ratatui::style::Style;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
@@ -194,7 +194,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                     let (text, style) = cell_text(app, *i, c, geo.col_w);
                     let mut style = style;
                     if selected_row && app.ui.sel_col == Some(c) {
-                        style = style.patch(t.selected);
+                        style = selected(style, t.selected);
                     }
                     let text = fit(&text, geo.col_w, true);
                     // Style the value, not its padding (except when selected).
@@ -259,5 +259,41 @@ fn cell_text(app: &App, config: usize, col: usize, width: usize) -> (String, Sty
                 Tone::Worse => t.worse,
             },
         ),
+    }
+}
+
+/// The cursor over a cell: the theme's `selected` style, except on a cell
+/// already drawn reversed (a failed cell in `mono`), where reversing again
+/// would hide the cursor: it is drawn un-reversed, bold and underlined.
+fn selected(style: Style, cursor: Style) -> Style {
+    if style.add_modifier.contains(Modifier::REVERSED)
+        && cursor.add_modifier.contains(Modifier::REVERSED)
+    {
+        style
+            .remove_modifier(Modifier::REVERSED)
+            .add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+    } else {
+        style.patch(cursor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::theme::Theme;
+
+    #[test]
+    fn the_cursor_shows_on_a_failed_cell_in_mono() {
+        let t = Theme::mono();
+        let plain = selected(t.value, t.selected);
+        let failed = selected(t.failed, t.selected);
+        // Neither the failed cell's own look nor the cursor's usual look.
+        assert_ne!(failed, t.failed);
+        assert!(!failed.add_modifier.contains(Modifier::REVERSED));
+        assert!(failed.add_modifier.contains(Modifier::UNDERLINED));
+        assert!(plain.add_modifier.contains(Modifier::REVERSED));
+        // In colour the cursor is the theme's.
+        let d = Theme::dark();
+        assert_eq!(selected(d.failed, d.selected), d.failed.patch(d.selected));
     }
 }
