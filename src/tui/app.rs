@@ -212,6 +212,10 @@ impl App {
             log_file_config: None,
         };
         app.now = app.view.latest_at;
+        if !app.keymap.notes.is_empty() {
+            let notes = app.keymap.notes.join("; ");
+            app.flash(Level::Warn, format!("keys.toml: {notes}"));
+        }
         app.ui.log_shown = app.view.log.pushed;
         app.follow_running();
         if app.read_only() {

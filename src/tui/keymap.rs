@@ -328,6 +328,10 @@ impl fmt::Display for Chord {
 pub struct Keymap {
     /// (key, chords) in table order.
     pub entries: Vec<(Key, Vec<Chord>)>,
+    /// What the user's file changed besides what it named: a key taken from
+    /// another action, an action left with no key. Shown when the dashboard
+    /// starts.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -351,6 +355,7 @@ impl Default for Keymap {
                     (b.key, chords)
                 })
                 .collect(),
+            notes: Vec::new(),
         }
     }
 }
@@ -421,8 +426,22 @@ impl Keymap {
             for (key, existing) in &mut self.entries {
                 if *key == binding.key {
                     *existing = chords.clone();
-                } else {
-                    existing.retain(|c| !chords.contains(c));
+                    continue;
+                }
+                let before = existing.len();
+                let taken: Vec<String> = existing
+                    .iter()
+                    .filter(|c| chords.contains(c))
+                    .map(|c| c.to_string())
+                    .collect();
+                existing.retain(|c| !chords.contains(c));
+                if !taken.is_empty() {
+                    let other = self::binding(*key).name;
+                    let mut note = format!("{} now does {name}, not {other}", taken.join(", "));
+                    if before > 0 && existing.is_empty() {
+                        note.push_str(&format!(" ({other} has no key left)"));
+                    }
+                    self.notes.push(note);
                 }
             }
         }
@@ -512,6 +531,15 @@ mod tests {
         assert_eq!(map.lookup(&Chord::parse("h").unwrap()), Some(Key::Help));
         assert_eq!(map.label(Key::Left), "←");
         assert_eq!(map.label(Key::Help), "h F1");
+        // What it took from another action is said, not done silently.
+        assert_eq!(map.notes, ["h now does help, not left"]);
+        let map = Keymap::default()
+            .with_overrides("pause = \"x\"\n", Path::new("keys.toml"))
+            .unwrap();
+        assert_eq!(
+            map.notes,
+            ["x now does pause, not exclude (exclude has no key left)"]
+        );
     }
 
     #[test]

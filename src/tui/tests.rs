@@ -1014,3 +1014,24 @@ fn a_crash_and_an_overflow_are_drawn_apart() {
     assert_eq!(overflow.1, theme.failed_other.bg.unwrap());
     assert_ne!(crash, overflow);
 }
+
+#[test]
+fn a_keys_file_that_takes_a_key_from_another_action_says_so_at_start() {
+    let keymap = Keymap::default()
+        .with_overrides("pause = \"x\"\n", std::path::Path::new("keys.toml"))
+        .unwrap();
+    let (tx, _rx) = mpsc::channel(4);
+    let app = App::new(
+        running_story().view(),
+        Mode::Live { commands: tx },
+        PathBuf::from("runs/demo"),
+        keymap,
+        Theme::dark(),
+        look(),
+    );
+    let f = app.ui.flash.clone().expect("a message");
+    assert_eq!(
+        f.text,
+        "keys.toml: x now does pause, not exclude (exclude has no key left)"
+    );
+}
