@@ -1035,3 +1035,36 @@ fn a_keys_file_that_takes_a_key_from_another_action_says_so_at_start() {
         "keys.toml: x now does pause, not exclude (exclude has no key left)"
     );
 }
+
+#[test]
+fn every_line_of_long_wrapped_evidence_can_be_scrolled_to() {
+    let mut view = crash_story().view();
+    let id = "tp1-ddtree-b8/code-ctx1024-c1".to_string();
+    let mut r = view.records[&id].clone();
+    if let Some(f) = r.failure.as_mut() {
+        f.evidence = (0..30)
+            .map(|i| {
+                format!(
+                    "frame #{i}: {}",
+                    "c10d::ProcessGroupNCCL::watchdogHandler() ".repeat(4)
+                )
+            })
+            .chain(["the cause, on the last line".to_string()])
+            .collect();
+    }
+    r.finished_at = view.latest_at;
+    view.records.insert(id, r);
+    let (mut app, _rx) = live(view);
+    press(&mut app, KeyCode::Char('g'));
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Down);
+    }
+    press(&mut app, KeyCode::Enter);
+    let text = screen(&render(&mut app, 80, 24));
+    assert!(text.contains("more below"), "{text}");
+    assert!(!text.contains("the cause, on the last line"), "{text}");
+    press(&mut app, KeyCode::End);
+    let text = screen(&render(&mut app, 80, 24));
+    assert!(text.contains("the cause, on the last line"), "{text}");
+    assert!(!text.contains("more below"), "{text}");
+}

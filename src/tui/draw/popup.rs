@@ -38,29 +38,30 @@ fn show(
         .block(Line::styled(title, t.popup_title), true)
         .style(t.popup);
     let inner_h = area.height.saturating_sub(2);
-    let max_scroll = (lines.len() as u16).saturating_sub(inner_h);
+    let inner_w = area.width.saturating_sub(2);
+    // Long lines wrap: scrolling counts the rows they take, so every line
+    // of evidence can be reached.
+    let text = Paragraph::new(lines)
+        .style(t.popup)
+        .wrap(Wrap { trim: false });
+    let rows = u16::try_from(text.line_count(inner_w)).unwrap_or(u16::MAX);
+    let max_scroll = rows.saturating_sub(inner_h);
     let scroll = scroll.min(max_scroll);
     let block = if max_scroll > 0 {
+        let more = if scroll < max_scroll {
+            ", more below"
+        } else {
+            ""
+        };
         block.title_bottom(Line::styled(
-            format!(
-                " {}/{} ",
-                scroll + inner_h.min(lines.len() as u16),
-                lines.len()
-            ),
+            format!(" {}/{rows}{more} ", scroll + inner_h.min(rows)),
             t.dim,
         ))
     } else {
         block
     };
     frame.render_widget(Clear, area);
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .style(t.popup)
-            .wrap(Wrap { trim: false })
-            .scroll((scroll, 0)),
-        area,
-    );
+    frame.render_widget(text.block(block).scroll((scroll, 0)), area);
 }
 
 pub fn help(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
