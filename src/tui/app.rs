@@ -28,6 +28,10 @@ pub enum Action {
     SearchInput(char),
     SearchBackspace,
     SearchSubmit,
+    /// While a search is active (as in less): `n` the next match back
+    /// (`true`), `N` the next one forward; Esc ends the search.
+    SearchAgain(bool),
+    EndSearch,
     /// Something the engine said.
     Event(Event),
     /// The view fell behind the event stream: re-read the results from disk.
@@ -109,6 +113,9 @@ pub struct Ui {
     /// Log lines or GPU samples arrived since the last tick.
     pub data_stale: bool,
     pub last_search: Option<String>,
+    /// A search was made and not ended (Esc): `n`/`N`/Enter move between
+    /// its matches instead of doing what they do otherwise.
+    pub searching: bool,
     pub overlay: Overlay,
     pub value: ValueMode,
     pub flash: Option<Flash>,
@@ -130,6 +137,7 @@ impl Default for Ui {
             log_shown: 0,
             data_stale: false,
             last_search: None,
+            searching: false,
             overlay: Overlay::None,
             value: ValueMode::default(),
             flash: None,
@@ -278,6 +286,12 @@ impl App {
                 Some(Key::Theme) => Some(Action::Key(Key::Theme)),
                 _ => Some(Action::Cancel),
             },
+            Overlay::None if self.ui.searching && !chord.ctrl && !chord.alt => match ev.code {
+                KeyCode::Char('n') | KeyCode::Enter => Some(Action::SearchAgain(true)),
+                KeyCode::Char('N') => Some(Action::SearchAgain(false)),
+                KeyCode::Esc => Some(Action::EndSearch),
+                _ => bound.map(Action::Key),
+            },
             Overlay::None => bound.map(Action::Key),
         }
     }
@@ -299,6 +313,8 @@ impl App {
                 | Action::SearchInput(_)
                 | Action::SearchBackspace
                 | Action::SearchSubmit
+                | Action::SearchAgain(_)
+                | Action::EndSearch
                 | Action::Resize(..)
         ) {
             self.ui.log_shown = self.view.log.pushed;
@@ -341,8 +357,19 @@ impl App {
                     _ => self.ui.last_search.clone().unwrap_or_default(),
                 };
                 if !q.is_empty() {
-                    self.search(&q);
+                    self.ui.searching = true;
+                    self.search(&q, true);
                 }
+                Redraw::Now
+            }
+            Action::SearchAgain(older) => {
+                if let Some(q) = self.ui.last_search.clone() {
+                    self.search(&q, older);
+                }
+                Redraw::Now
+            }
+            Action::EndSearch => {
+                self.ui.searching = false;
                 Redraw::Now
             }
             Action::Event(ev) => self.event(ev),
@@ -550,6 +577,8 @@ impl App {
                 }
                 Redraw::Now
             }
+            // The details are of the selected cell: from the grid only.
+            Key::Details if self.ui.focus == Focus::Log => Redraw::No,
             Key::Details => {
                 self.ui.overlay = Overlay::Details { scroll: 0 };
                 Redraw::Now
@@ -867,8 +896,9 @@ impl App {
         self.clamp_log();
     }
 
-    /// Jump to the newest match above the bottom of the log view.
-    fn search(&mut self, q: &str) {
+    /// Jump to the next match above the bottom line of the log view
+    /// (`older`), or below it.
+    fn search(&mut self, q: &str, older: bool) {
         self.ui.last_search = Some(q.to_string());
         self.ui.focus = Focus::Log;
         let lines = &self.view.log.lines;
@@ -876,22 +906,28 @@ impl App {
         // The line shown at the bottom now; a repeated search goes past it.
         let bottom = n.saturating_sub(self.ui.log_back);
         let repeat = self.ui.log_back > 0;
-        let from = if repeat {
-            bottom.saturating_sub(1)
-        } else {
-            bottom
-        };
         let needle = q.to_lowercase();
-        let hit = (0..from)
-            .rev()
-            .find(|&i| lines[i].text.to_lowercase().contains(&needle));
+        let matches = |i: &usize| lines[*i].text.to_lowercase().contains(&needle);
+        let hit = if older {
+            let from = if repeat {
+                bottom.saturating_sub(1)
+            } else {
+                bottom
+            };
+            (0..from).rev().find(matches)
+        } else {
+            (bottom..n).find(matches)
+        };
         match hit {
             Some(i) => {
                 self.ui.log_back = n - (i + 1);
                 self.ui.follow = false;
                 self.clamp_log();
             }
-            None => self.flash(Level::Warn, format!("\"{q}\" not found further back")),
+            None => {
+                let way = if older { "further back" } else { "further on" };
+                self.flash(Level::Warn, format!("\"{q}\" not found {way}"));
+            }
         }
     }
 

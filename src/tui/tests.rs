@@ -917,6 +917,30 @@ fn the_log_follows_and_holds_still_when_scrolled_back() {
     press(&mut app, KeyCode::Enter);
     let shown_bottom = app.view.log.lines.len() - app.ui.log_back - 1;
     assert_eq!(app.view.log.lines[shown_bottom].text, "line 48");
+    // As in less: while the search is on, n goes back, N forward, Enter
+    // too goes back (it opens no details), and the hints say so.
+    let bottom = |app: &App| {
+        app.view.log.lines[app.view.log.lines.len() - app.ui.log_back - 1]
+            .text
+            .clone()
+    };
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(bottom(&app), "line 47");
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(bottom(&app), "line 46");
+    assert_eq!(app.ui.overlay, Overlay::None);
+    press_mod(&mut app, KeyCode::Char('N'), KeyModifiers::SHIFT);
+    assert_eq!(bottom(&app), "line 47");
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(
+        text.contains("/line 4") && text.contains("N  newer"),
+        "{text}"
+    );
+    // Esc ends the search: n is the skip key again, Enter in the log opens nothing.
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.ui.searching);
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.ui.overlay, Overlay::None);
 }
 
 #[test]

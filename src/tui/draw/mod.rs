@@ -435,6 +435,16 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
         frame.render_widget(Paragraph::new(line), area);
         return;
     }
+    if app.ui.searching {
+        let q = app.ui.last_search.as_deref().unwrap_or("");
+        let mut line = vec![Span::styled(format!(" /{q} "), t.hint_key)];
+        for (key, what) in [("n", "older"), ("N", "newer"), ("Esc", "end search")] {
+            line.push(Span::styled(format!("  {key} "), t.hint_key));
+            line.push(Span::styled(format!(" {what}"), t.hint_text));
+        }
+        frame.render_widget(Paragraph::new(Line::from(line)), area);
+        return;
+    }
     let engine_keys = [
         Key::Pause,
         Key::SkipConfig,
