@@ -157,9 +157,10 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     for row in g.rows.iter().skip(top).take(shown_rows) {
         match row {
             Row::Phase(id) => {
-                let mut spans = vec![Span::styled(format!(" {id}"), t.phase)];
+                let mut spans = vec![Span::styled(format!(" phase {id}"), t.phase)];
                 if let Some(b) = baselines(id) {
-                    spans.push(Span::styled(format!("  baseline {b}"), t.dim));
+                    let sep = app.symbols().sep;
+                    spans.push(Span::styled(format!("{sep}speedups against {b}"), t.dim));
                 }
                 lines.push(Line::from(spans));
             }
