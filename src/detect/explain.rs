@@ -54,9 +54,11 @@ fn decide(text: &str, lines: &[&str], c: &Classification) -> (String, Option<usi
         );
     };
     if let Some((status, body)) = find_error_body(text) {
+        let first = body.lines().next().unwrap_or(&body);
         let at = lines
             .iter()
-            .position(|l| l.contains(body.lines().next().unwrap_or(body)));
+            .position(|l| l.contains(first))
+            .or_else(|| lines.iter().position(|l| l.contains('{')));
         return (
             format!("a JSON error body (HTTP {status}) read by the HTTP classifier"),
             at,

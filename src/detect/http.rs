@@ -49,6 +49,9 @@ const OVERFLOW_CORES: &[&str] = &[
     r".inputs. must have less than \d+ tokens",
     // OpenAI error code
     r"context_length_exceeded",
+    // vLLM, when a client sized max_tokens as context − prompt and the prompt
+    // alone was over: "max_tokens must be at least 1, got -344."
+    r"max_tokens must be at least 1, got -\d",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq)]

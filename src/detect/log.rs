@@ -82,7 +82,8 @@ const PATTERNS: &[Pattern] = &[
     // --- benign look-alikes ---
     Pattern {
         meaning: Meaning::Benign,
-        literals: &["nccl info", "found nccl from library"],
+        // The NCCL entry's literal: one literal, two owners.
+        literals: &["nccl"],
         regex: r"\bnccl info\b|found nccl from library",
     },
     Pattern {
@@ -100,12 +101,15 @@ const PATTERNS: &[Pattern] = &[
     Pattern {
         meaning: Meaning::Fatal(K::OomKilled),
         literals: &[
-            "ray.exceptions.outofmemoryerror",
+            // Ray's `ray.exceptions.OutOfMemoryError` (the literal is shared
+            // with CUDA's entry below).
+            "outofmemoryerror",
             "running low on memory",
             "memory pressure",
             "worker died",
+            "ray-oom-prevention",
         ],
-        regex: r"ray\.exceptions\.outofmemoryerror|running low on memory|killed due to memory pressure|worker died.*\b(oom|out of memory)\b",
+        regex: r"ray\.exceptions\.outofmemoryerror|running low on memory|killed due to memory pressure|worker died.*\b(oom|out of memory)\b|ray-oom-prevention",
     },
     Pattern {
         meaning: Meaning::Fatal(K::OomKilled),
@@ -119,29 +123,39 @@ const PATTERNS: &[Pattern] = &[
         literals: &["killed"],
         regex: r"^\s*killed\s*$|\bline \d+:\s+\d+\s+killed\b",
     },
+    // --- Ray: a worker vanished (after its memory-pressure kill above) ---
+    Pattern {
+        // Ray: a worker vanished. The server is gone; the line goes on to
+        // list the OOM killer and SIGSEGV as possible causes, which names
+        // neither (a specific cause found later replaces this one).
+        meaning: Meaning::Gone,
+        literals: &["the actor is dead because"],
+        regex: r"the actor is dead because its worker process has died",
+    },
+    Pattern {
+        // Ray's hedge, on its own: not a cause.
+        meaning: Meaning::Benign,
+        literals: &["potential root causes"],
+        regex: r"there are some potential root causes",
+    },
     // --- GPU faults ---
     Pattern {
         meaning: Meaning::Fatal(K::CudaIllegalInstruction),
-        literals: &[
-            "illegal instruction",
-            "illegalinstruction",
-            "illegal_instruction",
-        ],
+        // "illegal" stands for every spelling (`illegal instruction`,
+        // `cudaErrorIllegalInstruction`, `CUDA_ERROR_ILLEGAL_ADDRESS`…): one
+        // literal keeps the set within the SIMD prefilter's 64.
+        literals: &["illegal"],
         regex: r"illegal instruction was encountered|cudaerrorillegalinstruction|cuda_error_illegal_instruction",
     },
     Pattern {
         meaning: Meaning::Fatal(K::CudaIllegalAddress),
-        literals: &[
-            "illegal memory access",
-            "illegaladdress",
-            "illegal_address",
-            "misaligned address",
-        ],
+        literals: &["illegal", "misaligned address"],
         regex: r"illegal memory access was encountered|cudaerrorillegaladdress|cuda_error_illegal_address|cuda error: misaligned address",
     },
     Pattern {
         meaning: Meaning::Fatal(K::DeviceAssert),
-        literals: &["device-side assert", "cudaerrorassert", "assertion"],
+        // `device-side assert`, `cudaErrorAssert`, `Assertion … failed`.
+        literals: &["assert"],
         regex: r"device-side assert(ion)? triggered|cudaerrorassert|\.cuh?:\d+:.*\bassertion\b.*\bfailed",
     },
     Pattern {
@@ -150,12 +164,14 @@ const PATTERNS: &[Pattern] = &[
             "no kernel image",
             "nokernelimage",
             "not compatible with the current pytorch",
+            "compute capability",
         ],
-        regex: r"no kernel image is available for execution on the device|cudaerrornokernelimagefordevice|is not compatible with the current pytorch installation",
+        regex: r"no kernel image is available for execution on the device|cudaerrornokernelimagefordevice|is not compatible with the current pytorch installation|only supported on gpus with compute capability of at least|gpus with compute capability below \d[\d.]* are not supported",
     },
     Pattern {
         meaning: Meaning::Fatal(K::CudaOom),
         literals: &[
+            "# gpu blocks: 0",
             "out of memory",
             "outofmemoryerror",
             "failed to allocate cuda",
@@ -163,10 +179,9 @@ const PATTERNS: &[Pattern] = &[
             "memoryallocation",
             "not enough memory",
             "no available memory",
-            "stored in kv cache",
-            "available kv cache memory",
+            "kv cache",
         ],
-        regex: r"(cuda|hip) out of memory|outofmemoryerror|cuda error: out of memory|cudamalloc failed: out of memory|failed to allocate cuda\d* buffer|cudaerrormemoryallocation|cublas_status_alloc_failed|\bnot enough memory\b|no available memory for the cache blocks|maximum number of tokens that can be stored in kv cache|larger than the available kv cache memory",
+        regex: r"# gpu blocks: 0(?:[^0-9]|$)|(cuda|hip) out of memory|outofmemoryerror|cuda error: out of memory|cudamalloc failed: out of memory|failed to allocate cuda\d* buffer|cudaerrormemoryallocation|cublas_status_alloc_failed|\bnot enough memory\b|no available memory for the cache blocks|maximum number of tokens that can be stored in kv cache|larger than the available kv cache memory",
     },
     Pattern {
         meaning: Meaning::Fatal(K::NcclError),
@@ -177,7 +192,7 @@ const PATTERNS: &[Pattern] = &[
             "watchdog caught",
             "distbackenderror",
         ],
-        regex: r"\bnccl error\b|\bnccl(internal|unhandledcuda|system|invalidusage|invalidargument|remote)error\b|watchdog caught collective operation timeout|distbackenderror",
+        regex: r"nccl watchdog thread terminated with exception|\bnccl error\b|\bnccl(internal|unhandledcuda|system|invalidusage|invalidargument|remote)error\b|watchdog caught collective operation timeout|distbackenderror",
     },
     Pattern {
         meaning: Meaning::Fatal(K::TritonError),
@@ -187,24 +202,41 @@ const PATTERNS: &[Pattern] = &[
             "out of resource",
             "ptxas",
             "compilationerror",
+            "inductorerror",
+            "gcc: fatal error",
         ],
-        regex: r"triton\.(runtime|compiler)\.errors\.\w+|\boutofresources\b|out of resource: \w|\bptxas\b.*\bfatal\b|\bcompilationerror: at \d+:\d+|triton error \[",
+        regex: r"triton\.(runtime|compiler)\.errors\.\w+|\boutofresources\b|out of resource: \w|\bptxas\b.*\bfatal\b|calledprocesserror: command .*\bptxas\b|\bcompilationerror: at \d+:\d+|triton error \[|_inductor\.exc\.inductorerror\b|gcc: fatal error: cannot execute",
     },
     // --- process crashes (CPU side) ---
     Pattern {
         meaning: Meaning::Fatal(K::SignalCrash),
         literals: &[
-            "segmentation fault",
-            "segfault",
-            "sigsegv",
-            "sigbus",
-            "sigill",
-            "sigabrt",
+            // `segmentation fault`, `segfault`; `SIGSEGV`, `SIGBUS`, `SIGILL`,
+            // `SIGABRT` (two short literals keep the set within 64).
+            "seg",
+            "sig",
             "fatal python error",
-            "illegal instruction",
+            "illegal",
             "(core dumped)",
+            "exit code: -",
         ],
-        regex: r"segmentation fault|segfault encountered|\bsig(segv|bus|ill)\b|fatal python error|illegal instruction\s*\(core dumped\)|illegal instruction\s*$|received (signal )?sigabrt|sigabrt received|\*\*\* sigabrt|aborted \(core dumped\)|bus error \(core dumped\)",
+        regex: r"died, exit code: -(?:4|7|11)\b|segmentation fault|segfault encountered|\bsig(segv|bus|ill)\b|fatal python error|illegal instruction\s*\(core dumped\)|illegal instruction\s*$|received (signal )?sigabrt|sigabrt received|\*\*\* sigabrt|aborted \(core dumped\)|bus error \(core dumped\)",
+    },
+    // --- the server could not start ---
+    Pattern {
+        meaning: Meaning::Fatal(K::StartupFailed),
+        literals: &[
+            "address already in use",
+            "hfvalidationerror",
+            // RepositoryNotFoundError, "Invalid repository ID".
+            "repositor",
+            "model identifier",
+            "a file named",
+            "unrecognized arguments",
+            "derived max_model_len",
+            "model architectures",
+        ],
+        regex: r"is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|: error: unrecognized arguments",
     },
     // --- the server is gone ---
     Pattern {
@@ -212,12 +244,13 @@ const PATTERNS: &[Pattern] = &[
         literals: &[
             "enginedeaderror",
             "engine loop is not running",
-            "sigquit",
+            "sig",
             "died unexpectedly",
             "encountered a fatal error",
             "initialization failed",
+            "iteration timed out",
         ],
-        regex: r"enginedeaderror|engine loop is not running|received sigquit from a child process|engine ?core\b.*\bdied unexpectedly|enginecore encountered a fatal error|engine core initialization failed",
+        regex: r"engine iteration timed out|enginedeaderror|engine loop is not running|received sigquit from a child process|engine ?core\b.*\bdied unexpectedly|enginecore encountered a fatal error|engine core initialization failed",
     },
     // --- readiness ---
     Pattern {
@@ -226,8 +259,9 @@ const PATTERNS: &[Pattern] = &[
             "fired up and ready to roll",
             "application startup complete",
             "server is listening on",
+            "is ready at",
         ],
-        regex: r"the server is fired up and ready to roll|application startup complete|server is listening on",
+        regex: r"the server is fired up and ready to roll|application startup complete|server is listening on|application '[^']*' is ready at https?://",
     },
     // --- speculative decoding statistics ---
     Pattern {
@@ -246,7 +280,7 @@ const PATTERNS: &[Pattern] = &[
         // llama.cpp: `draft acceptance rate = 0.64479 (  167 accepted /   259 generated)`.
         meaning: Meaning::DraftRate,
         literals: &["draft acceptance"],
-        regex: r"draft acceptance(?: rate)?\s*=\s*",
+        regex: r"draft acceptance(?: rate)?\s*[=:]\s*",
     },
 ];
 

@@ -29,6 +29,7 @@ mod fuzz;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -87,19 +88,25 @@ impl Classification {
 /// A JSON error body in `text`, as (status, body). Accepts the body alone,
 /// an SSE `data:` line, or a `curl -i` style dump whose status line gives
 /// the status when the body does not.
-fn find_error_body(text: &str) -> Option<(u16, &str)> {
+fn find_error_body(text: &str) -> Option<(u16, Cow<'_, str>)> {
     let trimmed = text.trim();
-    let mut candidates = vec![trimmed];
+    let mut candidates: Vec<Cow<'_, str>> = vec![Cow::Borrowed(trimmed)];
     if let Some(rest) = trimmed.strip_prefix("data:") {
-        candidates.push(rest.trim());
+        candidates.push(Cow::Borrowed(rest.trim()));
     }
     if let (Some(start), Some(end)) = (trimmed.find('{'), trimmed.rfind('}')) {
         if start < end {
-            candidates.push(&trimmed[start..=end]);
+            let inner = &trimmed[start..=end];
+            candidates.push(Cow::Borrowed(inner));
+            // The OpenAI Python client prints a body as a Python dict:
+            // `Error code: 404 - {'object': 'error', 'message': '…', 'code': 404}`.
+            if let Some(json) = python_dict_as_json(inner) {
+                candidates.push(Cow::Owned(json));
+            }
         }
     }
     for body in candidates {
-        let Ok(value) = serde_json::from_str::<Value>(body) else {
+        let Ok(value) = serde_json::from_str::<Value>(&body) else {
             continue;
         };
         if !http::looks_like_error_body(&value) {
@@ -111,6 +118,77 @@ fn find_error_body(text: &str) -> Option<(u16, &str)> {
         return Some((status, body));
     }
     None
+}
+
+/// A Python dict literal (`{'a': 'b', "c": None, 'd': True}`) as JSON, or
+/// `None` when it is not one: strings in either quote become JSON strings,
+/// `None`/`True`/`False` their JSON words.
+fn python_dict_as_json(s: &str) -> Option<String> {
+    if !s.starts_with('{') || !s.contains('\'') {
+        return None;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push('"');
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            let e = chars.next()?;
+                            if e == '\'' {
+                                out.push('\'');
+                            } else {
+                                out.push('\\');
+                                out.push(e);
+                            }
+                        }
+                        '"' if c == '\'' => out.push_str("\\\""),
+                        d if d == c => break,
+                        d => out.push(d),
+                    }
+                }
+                out.push('"');
+            }
+            'N' | 'T' | 'F' => {
+                let word: String = std::iter::once(c)
+                    .chain(std::iter::from_fn(|| {
+                        chars.next_if(|x| x.is_ascii_alphabetic())
+                    }))
+                    .collect();
+                out.push_str(match word.as_str() {
+                    "None" => "null",
+                    "True" => "true",
+                    "False" => "false",
+                    _ => return None,
+                });
+            }
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+/// `Internal Server Error` -> 500: a text that is nothing but an HTTP error
+/// status's reason phrase.
+fn reason_phrase_status(text: &str) -> Option<u16> {
+    const REASONS: &[(&str, u16)] = &[
+        ("bad request", 400),
+        ("not found", 404),
+        ("request timeout", 408),
+        ("payload too large", 413),
+        ("unprocessable entity", 422),
+        ("too many requests", 429),
+        ("internal server error", 500),
+        ("bad gateway", 502),
+        ("service unavailable", 503),
+        ("gateway timeout", 504),
+    ];
+    REASONS
+        .iter()
+        .find(|(phrase, _)| text.eq_ignore_ascii_case(phrase))
+        .map(|(_, status)| *status)
 }
 
 /// `HTTP/1.1 422 Unprocessable Entity` -> 422.
@@ -130,7 +208,7 @@ fn status_line(text: &str) -> Option<u16> {
 /// matched: a log without a cause is not an HTTP error.
 pub fn classify_text(text: &str) -> Classification {
     if let Some((status, body)) = find_error_body(text) {
-        return Classification::from_http(classify_http(status, body), status);
+        return Classification::from_http(classify_http(status, &body), status);
     }
 
     let mut watch = LogWatch::new(Arc::new(LogPatterns::builtin()));
@@ -150,6 +228,11 @@ pub fn classify_text(text: &str) -> Classification {
         let line = clean_line(line);
         let status = status_line(text.trim()).unwrap_or(400);
         return Classification::from_http(classify_http(status, &line), status);
+    }
+    // A body that is only a status's reason phrase (what a web framework
+    // answers on an unhandled error).
+    if let Some(status) = reason_phrase_status(text.trim()) {
+        return Classification::from_http(classify_http(status, text.trim()), status);
     }
     // No pattern knows it, but a traceback or `terminate called` names it.
     let lines: Vec<String> = text.lines().map(clean_line).collect();

@@ -23,7 +23,7 @@ pub struct Exception {
 /// `[2025-08-13 15:12:48 TP0] `, TGI's `2025-08-13T15:12:48.123Z ERROR
 /// text_generation_launcher: `, Ray's `(pid=42) `.
 fn body(line: &str) -> &str {
-    let mut s = line.trim();
+    let mut s = strip_journald(line.trim());
     // `(EngineCore_0 pid=123)`, `(pid=42)`, `(VllmWorkerProcess pid=409)`.
     if s.starts_with('(') {
         if let Some(end) = s.find(')') {
@@ -68,6 +68,21 @@ fn body(line: &str) -> &str {
         }
     }
     s
+}
+
+/// journald's `Sep 05 11:48:04 host bash[20397]: `, dropped.
+fn strip_journald(s: &str) -> &str {
+    let b = s.as_bytes();
+    let month = b.len() > 16 && b[..3].iter().all(u8::is_ascii_alphabetic) && b[3] == b' ';
+    let clock = month && b[9] == b':' && b[12] == b':';
+    if !clock {
+        return s;
+    }
+    // `host unit[pid]: ` after the clock.
+    match s[15..].find("]: ") {
+        Some(i) if s[15..15 + i].contains('[') => &s[15 + i + 3..],
+        _ => s,
+    }
 }
 
 /// `2025-08-13T15:12:48.123456Z ` at the start of a line, dropped.
