@@ -179,7 +179,9 @@ const PATTERNS: &[Pattern] = &[
             "memoryallocation",
             "not enough memory",
             "no available memory",
-            "kv cache",
+            // Not "kv cache" alone: vLLM's every stats line says it.
+            "stored in kv cache",
+            "available kv cache memory",
         ],
         regex: r"# gpu blocks: 0(?:[^0-9]|$)|(cuda|hip) out of memory|outofmemoryerror|cuda error: out of memory|cudamalloc failed: out of memory|failed to allocate cuda\d* buffer|cudaerrormemoryallocation|cublas_status_alloc_failed|\bnot enough memory\b|no available memory for the cache blocks|maximum number of tokens that can be stored in kv cache|larger than the available kv cache memory",
     },
