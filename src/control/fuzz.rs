@@ -31,7 +31,10 @@ fn command() -> impl Strategy<Value = Command> {
         Just(Command::SkipCell),
         Just(Command::Quit),
         target.clone().prop_map(|target| Command::Retry { target }),
-        target.prop_map(|config| Command::Exclude { config }),
+        target
+            .clone()
+            .prop_map(|config| Command::Exclude { config }),
+        target.prop_map(|config| Command::Include { config }),
     ]
 }
 
@@ -144,6 +147,7 @@ proptest! {
         let typed = match &c {
             Command::Retry { target } => format!("retry={target}"),
             Command::Exclude { config } => format!("exclude={config}"),
+            Command::Include { config } => format!("include={config}"),
             other => other.name().replace('_', "-"),
         };
         prop_assert_eq!(typed.parse::<Command>(), Ok(c));

@@ -13,7 +13,7 @@ use crate::plan::Plan;
 pub fn target_problem(plan: &Plan, cmd: &Command) -> Option<String> {
     let (target, cells_too) = match cmd {
         Command::Retry { target } => (target, true),
-        Command::Exclude { config } => (config, false),
+        Command::Exclude { config } | Command::Include { config } => (config, false),
         _ => return None,
     };
     let is_config = plan.config(target).is_some();
@@ -80,6 +80,9 @@ impl Engine {
             }
             Command::Exclude { config } => {
                 self.excluded.insert(config.clone());
+            }
+            Command::Include { config } => {
+                self.excluded.remove(config);
             }
             Command::Quit => return true,
             Command::SkipConfig | Command::SkipCell => {}

@@ -24,12 +24,16 @@ pub enum Command {
     Exclude {
         config: String,
     },
+    /// Undo an exclusion (cells already skipped stay skipped; retry them).
+    Include {
+        config: String,
+    },
     Quit,
 }
 
 /// The command-line forms, for the error message.
 pub const COMMAND_FORMS: &str =
-    "pause, resume, toggle-pause, skip-config, skip-cell, quit, retry=CELL|CONFIG, exclude=CONFIG";
+    "pause, resume, toggle-pause, skip-config, skip-cell, quit, retry=CELL|CONFIG, exclude=CONFIG, include=CONFIG";
 
 impl Command {
     /// The name recorded in `Action` events.
@@ -42,6 +46,7 @@ impl Command {
             Command::SkipCell => "skip_cell",
             Command::Retry { .. } => "retry",
             Command::Exclude { .. } => "exclude",
+            Command::Include { .. } => "include",
             Command::Quit => "quit",
         }
     }
@@ -50,7 +55,7 @@ impl Command {
     pub fn target(&self) -> Option<String> {
         match self {
             Command::Retry { target } => Some(target.clone()),
-            Command::Exclude { config } => Some(config.clone()),
+            Command::Exclude { config } | Command::Include { config } => Some(config.clone()),
             _ => None,
         }
     }
@@ -67,11 +72,18 @@ impl FromStr for Command {
             "skip-config" => Command::SkipConfig,
             "skip-cell" => Command::SkipCell,
             "quit" => Command::Quit,
-            other => match (other.strip_prefix("retry="), other.strip_prefix("exclude=")) {
-                (Some(t), _) if !t.is_empty() => Command::Retry {
+            other => match (
+                other.strip_prefix("retry="),
+                other.strip_prefix("exclude="),
+                other.strip_prefix("include="),
+            ) {
+                (Some(t), _, _) if !t.is_empty() => Command::Retry {
                     target: t.to_string(),
                 },
-                (_, Some(c)) if !c.is_empty() => Command::Exclude {
+                (_, Some(c), _) if !c.is_empty() => Command::Exclude {
+                    config: c.to_string(),
+                },
+                (_, _, Some(c)) if !c.is_empty() => Command::Include {
                     config: c.to_string(),
                 },
                 _ => {

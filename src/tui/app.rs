@@ -525,18 +525,30 @@ impl App {
             Key::SkipConfig => self.command(Command::SkipConfig, "skipping the rest of the config"),
             Key::SkipCell => self.command(Command::SkipCell, "skipping the running cell"),
             Key::Retry => self.retry(),
-            Key::Exclude => match self.grid.configs.get(self.ui.sel_config) {
-                Some(c) => {
-                    let config = c.id.clone();
-                    self.command(
+            Key::Exclude => {
+                match self.grid.configs.get(self.ui.sel_config) {
+                    // `x` again undoes it (cells already skipped stay skipped: `r` runs them).
+                    Some(c) if self.view.excluded.contains(&c.id) => {
+                        let config = c.id.clone();
+                        self.command(
+                            Command::Include {
+                                config: config.clone(),
+                            },
+                            &format!("{config} back in the sweep"),
+                        )
+                    }
+                    Some(c) => {
+                        let config = c.id.clone();
+                        self.command(
                         Command::Exclude {
                             config: config.clone(),
                         },
-                        &format!("{config} excluded from the rest of the sweep"),
+                        &format!("{config} excluded from the rest of the sweep (x again puts it back)"),
                     )
+                    }
+                    None => Redraw::No,
                 }
-                None => Redraw::No,
-            },
+            }
             Key::Export => {
                 self.export();
                 Redraw::Now

@@ -775,6 +775,27 @@ fn keys_send_the_engine_commands() {
             config: "tp1-ddtree-b4".into()
         })
     );
+    // Once the engine has it, `x` again undoes it.
+    app.update(Action::Event(Event::Action {
+        at: app.view.latest_at,
+        action: "exclude".into(),
+        target: Some("tp1-ddtree-b4".into()),
+        source: "key".into(),
+    }));
+    press(&mut app, KeyCode::Char('x'));
+    assert_eq!(
+        next().map(|c| c.0),
+        Some(Command::Include {
+            config: "tp1-ddtree-b4".into()
+        })
+    );
+    app.update(Action::Event(Event::Action {
+        at: app.view.latest_at,
+        action: "include".into(),
+        target: Some("tp1-ddtree-b4".into()),
+        source: "key".into(),
+    }));
+    assert!(!app.view.excluded.contains("tp1-ddtree-b4"));
     // Quit asks first; `n` keeps running, Ctrl-C asks again and `y` quits.
     press(&mut app, KeyCode::Char('q'));
     assert_eq!(app.ui.overlay, Overlay::ConfirmQuit);

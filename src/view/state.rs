@@ -370,6 +370,9 @@ impl ViewState {
                     ("exclude", Some(config)) => {
                         self.excluded.insert(config.clone());
                     }
+                    ("include", Some(config)) => {
+                        self.excluded.remove(config);
+                    }
                     ("retry", Some(target)) => {
                         self.retry_queued.insert(target.clone());
                     }
