@@ -402,7 +402,8 @@ pub const BODIES: &[BodyCase] = &[
         name: "tgi string error",
         status: 424,
         body: r#"{"error":"Request failed during generation: Server error: CUDA out of memory.","error_type":"generation"}"#,
-        kind: K::HttpError,
+        // The server names its GPU fault in the body: that is the kind.
+        kind: K::CudaOom,
         numbers: [None, None, None, None],
         summary: "",
         message: "HTTP 424: Request failed during generation: Server error: CUDA out of memory.",

@@ -49,6 +49,12 @@ const OVERFLOW_CORES: &[&str] = &[
     r".inputs. must have less than \d+ tokens",
     // OpenAI error code
     r"context_length_exceeded",
+    // llama.cpp (embeddings, rerank): "input is too large to process. increase the physical batch size"
+    r"input is too large to process",
+    // TensorRT-LLM: "Prompt length (5056) exceeds maximum sequence length (2048)"
+    r"prompt length \(\d+\) exceeds maximum sequence length",
+    // TensorRT-LLM LLM API: "The sum of prompt length (9351.0), query length (0) should not exceed max_num_tokens (8192)"
+    r"should not exceed max_num_tokens",
     // vLLM, when a client sized max_tokens as context − prompt and the prompt
     // alone was over: "max_tokens must be at least 1, got -344."
     r"max_tokens must be at least 1, got -\d",
@@ -75,6 +81,8 @@ const NUMBER_PATTERNS: &[(Field, &str)] = &[
     (Field::Limit, r"must be <= (N)"),
     (Field::Limit, r"must have less than (N) tokens"),
     (Field::Limit, r"maximum allowed length \((N) tokens?\)"),
+    (Field::Limit, r"maximum sequence length \((N)\)"),
+    (Field::Limit, r"max_num_tokens \((N)\)"),
     (Field::Total, r"you requested (N) tokens"),
     (Field::Total, r"requested a total of (N) tokens"),
     (Field::Total, r"request \((N) tokens?\) exceeds"),
@@ -93,6 +101,7 @@ const NUMBER_PATTERNS: &[(Field, &str)] = &[
     (Field::Prompt, r"decoder prompt \(length (N)\)"),
     (Field::Prompt, r"input prompt \((N) tokens\)"),
     (Field::Prompt, r"input length \((N) tokens?\)"),
+    (Field::Prompt, r"prompt length \((N)[.)]"),
     (Field::Output, r"(N) (?:in|for) the completion"),
     (Field::Output, r"(N) tokens for the completion"),
     (Field::Output, r"requested (N) output tokens"),
@@ -274,10 +283,16 @@ fn classify_error(head: String, text: &str, json: Option<&Value>, evidence: Stri
         }
         numbers
     });
-    let kind = if overflow {
-        FailureKind::ContextOverflow
-    } else {
-        FailureKind::HttpError
+    // A server that reports its own GPU fault in the body (`CUDA out of
+    // memory` in a 500) is named by the fault.
+    let named = match super::log::classify_line(text) {
+        super::log::LineClass::Fatal(kind) if kind.is_fatal_server_error() => Some(kind),
+        _ => None,
+    };
+    let kind = match (overflow, named) {
+        (true, _) => FailureKind::ContextOverflow,
+        (false, Some(kind)) => kind,
+        (false, None) => FailureKind::HttpError,
     };
     Failure::new(kind, FailureSource::Http, message)
         .with_evidence(vec![evidence])

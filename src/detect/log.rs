@@ -92,13 +92,6 @@ const PATTERNS: &[Pattern] = &[
         regex: r"token indices sequence length is longer than the specified maximum",
     },
     Pattern {
-        // vLLM KV-cache preemption: a performance warning, not a failure.
-        meaning: Meaning::Benign,
-        literals: &["is preempted by"],
-        regex: r"is preempted by",
-    },
-    // --- host memory: the kernel's or Ray's OOM killer ---
-    Pattern {
         meaning: Meaning::Fatal(K::OomKilled),
         literals: &[
             // Ray's `ray.exceptions.OutOfMemoryError` (the literal is shared
@@ -174,16 +167,16 @@ const PATTERNS: &[Pattern] = &[
             "# gpu blocks: 0",
             "out of memory",
             "outofmemoryerror",
-            "failed to allocate cuda",
-            "alloc_failed",
-            "memoryallocation",
+            // `failed to allocate CUDA`, `ALLOC_FAILED`, `cudaErrorMemoryAllocation`.
+            "alloc",
+            "insufficient gpu memory",
             "not enough memory",
             "no available memory",
             // Not "kv cache" alone: vLLM's every stats line says it.
             "stored in kv cache",
             "available kv cache memory",
         ],
-        regex: r"# gpu blocks: 0(?:[^0-9]|$)|(cuda|hip) out of memory|outofmemoryerror|cuda error: out of memory|cudamalloc failed: out of memory|failed to allocate cuda\d* buffer|cudaerrormemoryallocation|cublas_status_alloc_failed|\bnot enough memory\b|no available memory for the cache blocks|maximum number of tokens that can be stored in kv cache|larger than the available kv cache memory",
+        regex: r"# gpu blocks: 0(?:[^0-9]|$)|(cuda|hip) out of memory|\b(?:decode|prefill) out of memory\. try|cudamalloc\w*\(.*\): out of memory|\)\): out of memory\b|insufficient gpu memory|outofmemoryerror|cuda error: out of memory|cudamalloc failed: out of memory|failed to allocate cuda\d* buffer|cudaerrormemoryallocation|cublas_status_alloc_failed|\bnot enough memory\b|no available memory for the cache blocks|maximum number of tokens that can be stored in kv cache|larger than the available kv cache memory",
     },
     Pattern {
         meaning: Meaning::Fatal(K::NcclError),
@@ -193,8 +186,9 @@ const PATTERNS: &[Pattern] = &[
             "nccl",
             "watchdog caught",
             "distbackenderror",
+            "gloo",
         ],
-        regex: r"nccl watchdog thread terminated with exception|\bnccl error\b|\bnccl(internal|unhandledcuda|system|invalidusage|invalidargument|remote)error\b|watchdog caught collective operation timeout|distbackenderror",
+        regex: r"gloo/transport/\S+\] timed out waiting|nccl warn socket\w*: connect to .* failed|nccl watchdog thread terminated with exception|\bnccl error\b|\bnccl(internal|unhandledcuda|system|invalidusage|invalidargument|remote)error\b|watchdog caught collective operation timeout|distbackenderror",
     },
     Pattern {
         meaning: Meaning::Fatal(K::TritonError),
@@ -221,8 +215,11 @@ const PATTERNS: &[Pattern] = &[
             "illegal",
             "(core dumped)",
             "exit code: -",
+            // `GGML_ASSERT(…) failed`, `Assertion … failed` in host code.
+            "assert",
+            "abort",
         ],
-        regex: r"died, exit code: -(?:4|7|11)\b|segmentation fault|segfault encountered|\bsig(segv|bus|ill)\b|fatal python error|illegal instruction\s*\(core dumped\)|illegal instruction\s*$|received (signal )?sigabrt|sigabrt received|\*\*\* sigabrt|aborted \(core dumped\)|bus error \(core dumped\)",
+        regex: r"died, exit code: -(?:4|7|11)\b|signaled to shutdown with signal (?:4|7|11)\b|\bggml_assert\(.*\) failed|\.(?:c|cc|cpp|cxx|h|hpp):\d+: .*\bassertion .* failed|^\s*(?:zsh|bash|sh): (?:line \d+: +\d+ )?abort(?:ed)?\b|segmentation fault|segfault encountered|\bsig(segv|bus|ill)\b|fatal python error|illegal instruction\s*\(core dumped\)|illegal instruction\s*$|received (signal )?sigabrt|sigabrt received|\*\*\* sigabrt|aborted \(core dumped\)|bus error \(core dumped\)",
     },
     // --- the server could not start ---
     Pattern {
@@ -237,8 +234,10 @@ const PATTERNS: &[Pattern] = &[
             "unrecognized arguments",
             "derived max_model_len",
             "model architectures",
+            "couldn't bind",
+            "initialization failed",
         ],
-        regex: r"is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|: error: unrecognized arguments",
+        regex: r"couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments",
     },
     // --- the server is gone ---
     Pattern {
@@ -260,10 +259,10 @@ const PATTERNS: &[Pattern] = &[
         literals: &[
             "fired up and ready to roll",
             "application startup complete",
-            "server is listening on",
+            "listening on",
             "is ready at",
         ],
-        regex: r"the server is fired up and ready to roll|application startup complete|server is listening on|application '[^']*' is ready at https?://",
+        regex: r"the server is fired up and ready to roll|application startup complete|server is listening on|\bllama_server: listening on https?://|application '[^']*' is ready at https?://",
     },
     // --- speculative decoding statistics ---
     Pattern {

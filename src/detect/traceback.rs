@@ -24,6 +24,12 @@ pub struct Exception {
 /// text_generation_launcher: `, Ray's `(pid=42) `.
 fn body(line: &str) -> &str {
     let mut s = strip_journald(line.trim());
+    // docker compose's `service  | `, buildkite's `| `.
+    if let Some(i) = s.find("| ") {
+        if !s[..i].trim().contains(' ') {
+            s = s[i + 2..].trim_start();
+        }
+    }
     // `(EngineCore_0 pid=123)`, `(pid=42)`, `(VllmWorkerProcess pid=409)`.
     if s.starts_with('(') {
         if let Some(end) = s.find(')') {
@@ -32,13 +38,15 @@ fn body(line: &str) -> &str {
             }
         }
     }
-    // `[2025-08-13 15:12:48 TP0]`, `[rank0]:`.
-    if s.starts_with('[') {
-        if let Some(end) = s.find(']') {
-            let inner = &s[1..end];
-            if inner.starts_with(|c: char| c.is_ascii_digit()) || inner.starts_with("rank") {
-                s = s[end + 1..].trim_start_matches(':').trim_start();
-            }
+    // `[2025-08-13 15:12:48 TP0]`, `[rank0]:`, `[TensorRT-LLM][ERROR]`.
+    while s.starts_with('[') {
+        let Some(end) = s.find(']') else { break };
+        let inner = &s[1..end];
+        let tag = !inner.contains(' ') && inner.len() <= 24;
+        if inner.starts_with(|c: char| c.is_ascii_digit()) || inner.starts_with("rank") || tag {
+            s = s[end + 1..].trim_start_matches(':').trim_start();
+        } else {
+            break;
         }
     }
     // `ERROR 08-13 15:12:48 [core.py:700] ` (vLLM), `ERROR text_generation_launcher: ` (TGI).
@@ -103,14 +111,14 @@ fn is_exception_line(b: &str) -> bool {
     if name.is_empty() || name.len() > 120 || name.contains(' ') {
         return false;
     }
-    let last = name.rsplit('.').next().unwrap_or(name);
+    let last = name.rsplit(['.', ':']).next().unwrap_or(name);
     let ident = |s: &str| {
         s.chars()
             .next()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     };
-    name.split('.').all(ident)
+    name.split(['.', ':']).filter(|p| !p.is_empty()).all(ident)
         && last.chars().next().is_some_and(|c| c.is_ascii_uppercase())
         && [
             "Error",
