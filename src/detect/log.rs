@@ -100,13 +100,14 @@ const PATTERNS: &[Pattern] = &[
             "running low on memory",
             "memory pressure",
             "worker died",
-            "ray-oom-prevention",
+            // `ray-oom-prevention` (the literal is shared with `oom-kill`).
+            "oom",
         ],
         regex: r"ray\.exceptions\.outofmemoryerror|running low on memory|killed due to memory pressure|worker died.*\b(oom|out of memory)\b|ray-oom-prevention",
     },
     Pattern {
         meaning: Meaning::Fatal(K::OomKilled),
-        literals: &["killed", "oom-kill"],
+        literals: &["killed", "oom"],
         regex: r"out of memory: killed? process|\boom-kill",
     },
     Pattern {
@@ -149,7 +150,7 @@ const PATTERNS: &[Pattern] = &[
         meaning: Meaning::Fatal(K::DeviceAssert),
         // `device-side assert`, `cudaErrorAssert`, `Assertion … failed`.
         literals: &["assert"],
-        regex: r"device-side assert(ion)? triggered|cudaerrorassert|\.cuh?:\d+:.*\bassertion\b.*\bfailed",
+        regex: r"device-side assert(ion)? triggered|\bblock: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] assertion .* failed|cudaerrorassert|\.cuh?:\d+:.*\bassertion\b.*\bfailed",
     },
     Pattern {
         meaning: Meaning::Fatal(K::NoKernelImage),
@@ -194,14 +195,13 @@ const PATTERNS: &[Pattern] = &[
         meaning: Meaning::Fatal(K::TritonError),
         literals: &[
             "triton",
-            "outofresources",
-            "out of resource",
+            // `OutOfResources`, `out of resource`.
+            "resource",
             "ptxas",
-            "compilationerror",
             "inductorerror",
             "gcc: fatal error",
         ],
-        regex: r"triton\.(runtime|compiler)\.errors\.\w+|\boutofresources\b|out of resource: \w|\bptxas\b.*\bfatal\b|calledprocesserror: command .*\bptxas\b|\bcompilationerror: at \d+:\d+|triton error \[|_inductor\.exc\.inductorerror\b|gcc: fatal error: cannot execute",
+        regex: r"triton compilation failed|triton\.(runtime|compiler)\.errors\.\w+|\boutofresources\b|out of resource: \w|\bptxas\b.*\bfatal\b|calledprocesserror: command .*\bptxas\b|\bcompilationerror: at \d+:\d+|triton error \[|_inductor\.exc\.inductorerror\b|gcc: fatal error: cannot execute",
     },
     // --- process crashes (CPU side) ---
     Pattern {
@@ -219,7 +219,7 @@ const PATTERNS: &[Pattern] = &[
             "assert",
             "abort",
         ],
-        regex: r"died, exit code: -(?:4|7|11)\b|signaled to shutdown with signal (?:4|7|11)\b|\bggml_assert\(.*\) failed|\.(?:c|cc|cpp|cxx|h|hpp):\d+: .*\bassertion .* failed|^\s*(?:zsh|bash|sh): (?:line \d+: +\d+ )?abort(?:ed)?\b|segmentation fault|segfault encountered|\bsig(segv|bus|ill)\b|fatal python error|illegal instruction\s*\(core dumped\)|illegal instruction\s*$|received (signal )?sigabrt|sigabrt received|\*\*\* sigabrt|aborted \(core dumped\)|bus error \(core dumped\)",
+        regex: r"died, exit code: -(?:4|7|11)\b|signaled to shutdown with signal (?:4|7|11)\b|\bggml_assert\(.*\) failed|\bggml_assert: \S+:\d+:|\.(?:c|cc|cpp|cxx|h|hpp):\d+: .*\bassertion .* failed|^\s*(?:zsh|bash|sh): (?:line \d+: +\d+ )?abort(?:ed)?\b|segmentation fault|segfault encountered|\bsig(segv|bus|ill)\b|fatal python error|illegal instruction\s*\(core dumped\)|illegal instruction\s*$|received (signal )?sigabrt|sigabrt received|\*\*\* sigabrt|aborted \(core dumped\)|bus error \(core dumped\)",
     },
     // --- the server could not start ---
     Pattern {
@@ -236,8 +236,11 @@ const PATTERNS: &[Pattern] = &[
             "model architectures",
             "couldn't bind",
             "initialization failed",
+            "load",
+            "gguf",
+            "argument",
         ],
-        regex: r"couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments",
+        regex: r"failed to load model|error loading model|failed to open gguf file|\berror: invalid argument: |error while handling argument|tools setup failed|couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments",
     },
     // --- the server is gone ---
     Pattern {
