@@ -84,7 +84,7 @@ const PATTERNS: &[Pattern] = &[
         meaning: Meaning::Benign,
         // The NCCL entry's literal: one literal, two owners.
         literals: &["nccl"],
-        regex: r"\bnccl info\b|found nccl from library",
+        regex: r"\bnccl info\b|found nccl from library|nccl warn .*failed to open lib",
     },
     Pattern {
         meaning: Meaning::Benign,
@@ -189,7 +189,7 @@ const PATTERNS: &[Pattern] = &[
             "distbackenderror",
             "gloo",
         ],
-        regex: r"gloo/transport/\S+\] timed out waiting|nccl warn socket\w*: connect to .* failed|nccl watchdog thread terminated with exception|\bnccl error\b|\bnccl(internal|unhandledcuda|system|invalidusage|invalidargument|remote)error\b|watchdog caught collective operation timeout|distbackenderror",
+        regex: r"gloo/transport/\S+\] timed out waiting|\bnccl warn .*(?:\bfailed\b|\bfailure\b|connection closed by remote peer|error encountered)|nccl warn socket\w*: connect to .* failed|nccl watchdog thread terminated with exception|\bnccl error\b|\bnccl(internal|unhandledcuda|system|invalidusage|invalidargument|remote)error\b|watchdog caught collective operation timeout|distbackenderror",
     },
     Pattern {
         meaning: Meaning::Fatal(K::TritonError),
@@ -231,7 +231,8 @@ const PATTERNS: &[Pattern] = &[
             "repositor",
             "model identifier",
             "a file named",
-            "unrecognized arguments",
+            // `vllm: error: unrecognized arguments`, clap's `error: invalid value`.
+            "error: ",
             "derived max_model_len",
             "model architectures",
             "couldn't bind",
@@ -240,7 +241,7 @@ const PATTERNS: &[Pattern] = &[
             "gguf",
             "argument",
         ],
-        regex: r"failed to load model|error loading model|failed to open gguf file|\berror: invalid argument: |error while handling argument|tools setup failed|couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments",
+        regex: r"failed to load model|error loading model|failed to open gguf file|\berror: invalid argument: |error while handling argument|tools setup failed|couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments|^\s*error: invalid value '[^']*' for '--",
     },
     // --- the server is gone ---
     Pattern {
