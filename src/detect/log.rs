@@ -115,7 +115,7 @@ const PATTERNS: &[Pattern] = &[
         // bash's `line 1:  4242 Killed   python ...`.
         meaning: Meaning::Fatal(K::OomKilled),
         literals: &["killed"],
-        regex: r"^\s*killed\s*$|\bline \d+:\s+\d+\s+killed\b",
+        regex: r"^\s*killed\s*$|\]killed\s*$|\bline \d+:\s+\d+\s+killed\b",
     },
     // --- Ray: a worker vanished (after its memory-pressure kill above) ---
     Pattern {
@@ -201,7 +201,7 @@ const PATTERNS: &[Pattern] = &[
             "inductorerror",
             "gcc: fatal error",
         ],
-        regex: r"triton compilation failed|triton\.(runtime|compiler)\.errors\.\w+|\boutofresources\b|out of resource: \w|\bptxas\b.*\bfatal\b|calledprocesserror: command .*\bptxas\b|\bcompilationerror: at \d+:\d+|triton error \[|_inductor\.exc\.inductorerror\b|gcc: fatal error: cannot execute",
+        regex: r"triton compilation failed|triton\.(runtime|compiler)\.errors\.\w+|\boutofresources\b|out of resource: \w|\bptxas\b.*\bfatal\b|\bptxas\b.*\berror\s*: |calledprocesserror: command .*\bptxas\b|\bcompilationerror: at \d+:\d+|triton error \[|_inductor\.exc\.inductorerror\b|gcc: fatal error: cannot execute",
     },
     // --- process crashes (CPU side) ---
     Pattern {
@@ -241,7 +241,7 @@ const PATTERNS: &[Pattern] = &[
             "gguf",
             "argument",
         ],
-        regex: r"failed to load model|error loading model|failed to open gguf file|\berror: invalid argument: |error while handling argument|tools setup failed|couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments|^\s*error: invalid value '[^']*' for '--",
+        regex: r"failed to load model|error loading model|failed to open gguf file|\berror: invalid argument: |error while handling argument|tools setup failed|couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments|^\s*error: invalid value '[^']*' for '--|^\s*error: (?:webserverfailed|shardcannotstart)\b",
     },
     // --- the server is gone ---
     Pattern {
@@ -254,8 +254,9 @@ const PATTERNS: &[Pattern] = &[
             "encountered a fatal error",
             "initialization failed",
             "iteration timed out",
+            "error: ",
         ],
-        regex: r"engine iteration timed out|enginedeaderror|engine loop is not running|received sigquit from a child process|engine ?core\b.*\bdied unexpectedly|enginecore encountered a fatal error|engine core initialization failed",
+        regex: r"text_generation_client: .*server error: transport error|engine iteration timed out|enginedeaderror|engine loop is not running|received sigquit from a child process|engine ?core\b.*\bdied unexpectedly|enginecore encountered a fatal error|engine core initialization failed",
     },
     // --- readiness ---
     Pattern {
