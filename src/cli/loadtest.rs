@@ -159,10 +159,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
         }
         let mut metrics = run.stats.metrics(run.wall_ns);
         let mut notes = Vec::new();
-        match run.server.as_ref().map(|r| {
-            r.figures()
-                .of_these_requests(run.stats.ok(), run.stats.requests)
-        }) {
+        match run.server_figures() {
             Some(Ok(f)) => f.fill(&mut metrics),
             Some(Err(why)) => notes.push(why),
             None => notes.push("the server has no /metrics page: no server-side figures".into()),
@@ -174,18 +171,15 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             .map(|e| crate::detect::request_failure(e).message)
             .take(5)
             .collect();
-        let warnings: Vec<crate::model::Failure> =
-            crate::detect::short_output(&run, &metrics, limit)
-                .into_iter()
-                .chain(crate::detect::clock_gap(
-                    &metrics,
-                    crate::plan::DEFAULT_MAX_TTFT_GAP_MS,
-                ))
-                .chain(crate::detect::cache_hit(
-                    &metrics,
-                    crate::plan::DEFAULT_MAX_COLD_CACHE_HIT_PCT,
-                ))
-                .collect();
+        // A plan's defaults: a lone cell is cold, with nothing to fail on.
+        let checks = crate::detect::Checks {
+            max_error_rate: 1.0,
+            fail_short: false,
+            context_limit: limit,
+            max_ttft_gap_ms: crate::plan::DEFAULT_MAX_TTFT_GAP_MS,
+            max_cold_cache_hit_pct: Some(crate::plan::DEFAULT_MAX_COLD_CACHE_HIT_PCT),
+        };
+        let warnings = crate::detect::warnings(&run, &metrics, &checks);
         if args.json {
             let mut v = serde_json::to_value(&metrics)?;
             v["prompt_tokens_target"] = args.prompt_tokens.into();

@@ -81,7 +81,22 @@ pub fn validate(
     if !metrics.has_tokens() {
         return Err(zero_tokens(metrics.requests));
     }
-    Ok(short
+    Ok(read_with(short, metrics, checks))
+}
+
+/// What a cell's numbers must be read with, most important first: short
+/// outputs, a client TTFT far from the server's, cold prompts that hit the
+/// cache. [`validate`] returns these for an ok cell; `loadtest` prints them.
+pub fn warnings(run: &CellRun, metrics: &Metrics, checks: &Checks) -> Vec<Failure> {
+    read_with(
+        short_output(run, metrics, checks.context_limit),
+        metrics,
+        checks,
+    )
+}
+
+fn read_with(short: Option<Failure>, metrics: &Metrics, checks: &Checks) -> Vec<Failure> {
+    short
         .into_iter()
         .chain(clock_gap(metrics, checks.max_ttft_gap_ms))
         .chain(
@@ -89,7 +104,7 @@ pub fn validate(
                 .max_cold_cache_hit_pct
                 .and_then(|max| cache_hit(metrics, max)),
         )
-        .collect())
+        .collect()
 }
 
 /// The client's mean TTFT against the server's own: a gap over `max_ms`

@@ -315,10 +315,7 @@ impl Engine {
                 format!("{}: the server's /metrics has no latency histogram sweeptop knows (vLLM's or SGLang's): no server-side TTFT", cell.config),
             );
         }
-        match readings
-            .figures()
-            .of_these_requests(run.stats.ok(), run.stats.requests)
-        {
+        match run.server_figures()? {
             Ok(f) => Some(f),
             Err(why) => {
                 self.notice(Level::Warn, format!("{}: {why}", cell.id));

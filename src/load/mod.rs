@@ -68,6 +68,18 @@ pub struct CellRun {
     pub server: Option<prom::Readings>,
 }
 
+impl CellRun {
+    /// The server's own figures over the measured requests, when it has a
+    /// `/metrics` page (`None`), and when they are of these requests alone
+    /// (`Err` says why not).
+    pub fn server_figures(&self) -> Option<Result<prom::ServerFigures, String>> {
+        self.server.as_ref().map(|r| {
+            r.figures()
+                .of_these_requests(self.stats.ok(), self.stats.requests)
+        })
+    }
+}
+
 /// Run a cell: warm-up requests (closed loop, not measured), then the measured
 /// requests, each handed to `sink` as it finishes and folded into the cell's
 /// statistics. With `side` (the client for the server's other endpoints), the

@@ -173,6 +173,14 @@ const HISTOGRAMS: &[(Latency, &[&str])] = &[
     ),
 ];
 
+/// The histogram names of one latency, by server.
+fn names(which: Latency) -> &'static [&'static str] {
+    HISTOGRAMS
+        .iter()
+        .find(|(l, _)| *l == which)
+        .map_or(&[], |(_, n)| n)
+}
+
 /// Prefix-cache counters (hit tokens, queried tokens): vLLM, vLLM before
 /// 0.10, SGLang (cached prompt tokens of all prompt tokens).
 const CACHE: &[(&str, &str)] = &[
@@ -213,17 +221,16 @@ impl ServerFigures {
     pub fn between(before: &Scrape, after: &Scrape) -> ServerFigures {
         let delta = |name: &str| Some(after.get(name)? - before.get(name).unwrap_or(0.0));
         let mean_ms = |which: Latency| {
-            let names = HISTOGRAMS.iter().find(|(l, _)| *l == which)?.1;
-            names.iter().find_map(|n| {
+            names(which).iter().find_map(|n| {
                 let count = delta(&format!("{n}_count"))?;
                 let sum = delta(&format!("{n}_sum"))?;
                 (count > 0.0 && sum >= 0.0).then(|| sum / count * 1000.0)
             })
         };
-        let requests = ["vllm:e2e_request_latency_seconds_count"]
+        // The end-to-end histogram counts every finished request.
+        let requests = names(Latency::E2e)
             .iter()
-            .chain(["sglang:e2e_request_latency_seconds_count"].iter())
-            .find_map(|n| delta(n))
+            .find_map(|n| delta(&format!("{n}_count")))
             .filter(|d| *d >= 0.0)
             .map(|d| d.round() as u64);
         let cache_hit_pct = CACHE.iter().find_map(|(hits, queries)| {
@@ -301,16 +308,16 @@ pub fn sglang_accept_gauge(after: &Scrape) -> Option<f64> {
     after.get(SGLANG_ACCEPT).filter(|v| *v > 0.0)
 }
 
-/// Whether the page names a prefix-cache counter pair sweeptop knows.
-pub fn knows_cache(s: &Scrape) -> bool {
-    CACHE
-        .iter()
-        .any(|(h, q)| s.get(h).is_some() && s.get(q).is_some())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether the page names a prefix-cache counter pair sweeptop knows.
+    fn knows_cache(s: &Scrape) -> bool {
+        CACHE
+            .iter()
+            .any(|(h, q)| s.get(h).is_some() && s.get(q).is_some())
+    }
 
     /// The shape of vLLM 0.32's page (CPU build, tiny model), cut to what is read.
     const VLLM_BEFORE: &str = "\
