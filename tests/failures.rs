@@ -192,29 +192,12 @@ id = "p"
 fn an_exit_no_pattern_knows_is_named_by_its_last_exception() {
     let dir = scratch("traceback");
     // A server that prints a Python traceback no pattern knows, then exits 1.
-    let (out_dir, _stdout) = run_plan(
-        &dir,
-        "traceback",
-        r#"
-name = "traceback"
-[server]
-shell = true
-command = "printf 'INFO starting\nTraceback (most recent call last):\n  File \"sched.py\", line 9, in step\n    self.reqs[rid]\nKeyError: %s\n' \"'rid-42'\"; exit 1"
-port = "auto"
-stop_grace_s = 1
-[limits]
-context = 4096
-[[workloads]]
-id = "w"
-contexts = [64]
-concurrency = [1]
-requests = 1
-max_tokens = 4
-[[phases]]
-id = "p"
-"#,
-        Duration::from_secs(60),
+    let plan = TINY_PLAN.replace(
+        "command = \"{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2\"",
+        r#"shell = true
+command = "printf 'INFO starting\nTraceback (most recent call last):\n  File \"sched.py\", line 9, in step\n    self.reqs[rid]\nKeyError: %s\n' \"'rid-42'\"; exit 1""#,
     );
+    let (out_dir, _stdout) = run_plan(&dir, "traceback", &plan, Duration::from_secs(60));
     let results = results(&out_dir);
     let f = &results[0]["failure"];
     assert_eq!(f["kind"], "startup_failed", "{f}");
