@@ -14,6 +14,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::{Regex, RegexSet};
 
 use super::text::{clean_stripped_into, strip_ansi};
+use super::traceback;
 use crate::model::{Failure, FailureKind, FailureSource};
 
 /// What one log line means.
@@ -574,8 +575,36 @@ struct Cause {
     /// processes).
     weak: bool,
     message: String,
-    evidence: Vec<String>,
+    /// Lines around the cause, each with how many times it came in a row
+    /// (the same text after its prefix: eight ranks, a repeated watchdog).
+    evidence: Vec<(String, u32)>,
+    /// Distinct lines still to keep after the cause.
     after_left: usize,
+    /// False once a line that does not repeat the last kept one arrived
+    /// after the window was full: nothing more is counted.
+    open: bool,
+}
+
+impl Cause {
+    /// Keep a line that followed the cause: a repeat of the last kept line
+    /// only counts, so a window of ten shows ten different lines.
+    fn follow(&mut self, line: &str) {
+        if !self.open {
+            return;
+        }
+        if let Some((last, n)) = self.evidence.last_mut() {
+            if traceback::body(last) == traceback::body(line) {
+                *n = n.saturating_add(1);
+                return;
+            }
+        }
+        if self.after_left == 0 {
+            self.open = false;
+            return;
+        }
+        self.evidence.push((line.to_string(), 1));
+        self.after_left -= 1;
+    }
 }
 
 /// Streaming watcher over one server's stdout+stderr lines. Keeps the first
@@ -652,21 +681,18 @@ impl LogWatch {
         };
 
         if let Some((kind, weak)) = new_cause {
-            let skip = self.recent.len().saturating_sub(EVIDENCE_CONTEXT);
-            let mut evidence: Vec<String> = self.recent.iter().skip(skip).cloned().collect();
-            evidence.push(cleaned.clone());
+            let mut evidence = before_context(&self.recent);
+            evidence.push((cleaned.clone(), 1));
             self.cause = Some(Cause {
                 kind,
                 weak,
                 message: cleaned.clone(),
                 evidence,
                 after_left: EVIDENCE_CONTEXT,
+                open: true,
             });
         } else if let Some(cause) = &mut self.cause {
-            if cause.after_left > 0 {
-                cause.evidence.push(cleaned.clone());
-                cause.after_left -= 1;
-            }
+            cause.follow(&cleaned);
         }
 
         self.recent.push_back(cleaned);
@@ -680,11 +706,20 @@ impl LogWatch {
     }
 
     /// The first fatal cause as a failure record: the cleaned line as the
-    /// message and up to 10 lines on each side (as pushed so far) as evidence.
+    /// message and up to 10 different lines on each side (as pushed so far)
+    /// as evidence, a line repeated in a row shown once with `(×N)`.
     pub fn failure(&self) -> Option<Failure> {
         self.cause.as_ref().map(|c| {
+            let evidence = c
+                .evidence
+                .iter()
+                .map(|(line, n)| match n {
+                    1 => line.clone(),
+                    n => format!("{line} (×{n})"),
+                })
+                .collect();
             Failure::new(c.kind, FailureSource::ServerLog, c.message.clone())
-                .with_evidence(c.evidence.clone())
+                .with_evidence(evidence)
         })
     }
 
@@ -718,6 +753,31 @@ impl LogWatch {
     pub fn lines_seen(&self) -> u64 {
         self.lines
     }
+}
+
+/// Up to [`EVIDENCE_CONTEXT`] different lines before a cause, oldest first,
+/// lines repeated in a row counted once: the context of a cause that follows
+/// forty watchdog lines is what came before them, not the watchdog.
+fn before_context(recent: &VecDeque<String>) -> Vec<(String, u32)> {
+    // (index of the earliest line of a run, its length), newest run first.
+    let mut runs: Vec<(usize, u32)> = Vec::new();
+    for (i, line) in recent.iter().enumerate().rev() {
+        if let Some((first, n)) = runs.last_mut() {
+            if traceback::body(&recent[*first]) == traceback::body(line) {
+                *first = i;
+                *n = n.saturating_add(1);
+                continue;
+            }
+        }
+        if runs.len() == EVIDENCE_CONTEXT {
+            break;
+        }
+        runs.push((i, 1));
+    }
+    runs.iter()
+        .rev()
+        .map(|&(i, n)| (recent[i].clone(), n))
+        .collect()
 }
 
 /// Classify a single line with the builtin table; for callers without a plan.

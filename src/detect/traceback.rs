@@ -22,7 +22,7 @@ pub struct Exception {
 /// `(EngineCore_0 pid=123) ERROR 08-13 15:12:48 [core.py:700] `, SGLang's
 /// `[2025-08-13 15:12:48 TP0] `, TGI's `2025-08-13T15:12:48.123Z ERROR
 /// text_generation_launcher: `, Ray's `(pid=42) `.
-fn body(line: &str) -> &str {
+pub(crate) fn body(line: &str) -> &str {
     let mut s = strip_journald(line.trim());
     // docker compose's `service  | `, buildkite's `| `.
     if let Some(i) = s.find("| ") {

@@ -134,8 +134,11 @@ fn sglang_first_cause_wins_over_watchdog_and_sigquit() {
         f.message,
         "torch.AcceleratorError: CUDA error: an illegal instruction was encountered"
     );
-    // 10 lines before (the traceback), the line, and the 9 that followed.
-    assert_eq!(f.evidence.len(), 20);
+    // 10 lines before (the traceback), the line, and the 9 that followed,
+    // ranks 0 and 1 saying the same thing counted as one line.
+    assert_eq!(f.evidence.len(), 19);
+    assert!(f.evidence[15].starts_with("[2025-08-13 15:12:48 DP0 TP0 EP0]"));
+    assert!(f.evidence[15].ends_with("(×2)"), "{}", f.evidence[15]);
     assert_eq!(f.evidence[10], f.message);
     assert!(f.evidence[0].contains("Decode batch"));
     assert!(f.evidence.iter().any(|l| l.contains("Watchdog caught")));
@@ -153,7 +156,42 @@ fn multi_rank_duplicates_keep_the_first_rank() {
     let f = w.failure().expect("failure");
     assert_eq!(f.kind, FailureKind::CudaIllegalAddress);
     assert!(f.message.starts_with("[2025-08-13 15:12:48 DP0 TP0 EP0]"));
-    assert_eq!(f.evidence.len(), 8);
+    // The seven ranks that said the same are counted, not listed.
+    assert_eq!(f.evidence, vec![format!("{} (×8)", f.message)]);
+}
+
+#[test]
+fn repeated_lines_around_the_cause_are_counted_so_the_window_shows_what_happened() {
+    let mut w = watch();
+    w.push("INFO model loaded");
+    w.push("INFO capturing cuda graphs");
+    for _ in 0..40 {
+        w.push("[rank3]:[W] ProcessGroupNCCL.cpp:1000 Watchdog heartbeat: no progress");
+    }
+    w.push("RuntimeError: CUDA error: an illegal instruction was encountered");
+    for i in 0..25 {
+        w.push(&format!(
+            "(pid={i}) [rank3]:[W] ProcessGroupNCCL.cpp:1000 Watchdog heartbeat: no progress"
+        ));
+    }
+    w.push("Killed");
+    w.push("a line after the window is closed");
+    let f = w.failure().expect("failure");
+    assert_eq!(f.kind, FailureKind::CudaIllegalInstruction);
+    assert_eq!(
+        f.evidence,
+        vec![
+            "INFO model loaded".to_string(),
+            "INFO capturing cuda graphs".to_string(),
+            "[rank3]:[W] ProcessGroupNCCL.cpp:1000 Watchdog heartbeat: no progress (×40)"
+                .to_string(),
+            f.message.clone(),
+            "(pid=0) [rank3]:[W] ProcessGroupNCCL.cpp:1000 Watchdog heartbeat: no progress (×25)"
+                .to_string(),
+            "Killed".to_string(),
+            "a line after the window is closed".to_string(),
+        ]
+    );
 }
 
 #[test]
