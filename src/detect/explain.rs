@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::traceback::body;
 use super::{
     classify_text, clean_line, find_error_body, is_overflow_message, Classification, LineClass,
     LogPatterns, EVIDENCE_CONTEXT,
@@ -25,16 +26,7 @@ pub fn explain(text: &str) -> Explanation {
     let lines: Vec<&str> = text.lines().collect();
     let (rule, at) = decide(text, &lines, &classification);
     let window = match at {
-        Some(i) => {
-            let from = i.saturating_sub(EVIDENCE_CONTEXT);
-            let to = (i + EVIDENCE_CONTEXT + 1).min(lines.len());
-            (from..to)
-                .map(|j| {
-                    let mark = if j == i { '>' } else { ' ' };
-                    format!("{mark}{:>6}: {}", j + 1, clean_line(lines[j]))
-                })
-                .collect()
-        }
+        Some(i) => window(&lines, i),
         None => Vec::new(),
     };
     Explanation {
@@ -43,6 +35,51 @@ pub fn explain(text: &str) -> Explanation {
         line: at.map(|i| i + 1),
         window,
     }
+}
+
+/// Up to [`EVIDENCE_CONTEXT`] different lines on each side of line `at`
+/// (0-based), each `N: text`, the deciding one marked `>`; a line repeated in
+/// a row is shown once as `N-M: text (×K)`, so forty watchdog lines before a
+/// fault leave room for what came before them.
+fn window(lines: &[&str], at: usize) -> Vec<String> {
+    let cleaned = |j: usize| clean_line(lines[j]);
+    // Runs of equal lines as (first, last), walking away from `at`.
+    let runs = |ids: &mut dyn Iterator<Item = usize>| {
+        let mut runs: Vec<(usize, usize, String)> = Vec::new();
+        for j in ids {
+            let line = cleaned(j);
+            if let Some((first, last, text)) = runs.last_mut() {
+                if body(text) == body(&line) {
+                    *first = (*first).min(j);
+                    *last = (*last).max(j);
+                    continue;
+                }
+            }
+            if runs.len() == EVIDENCE_CONTEXT {
+                break;
+            }
+            runs.push((j, j, line));
+        }
+        runs
+    };
+    let mut before = runs(&mut (0..at).rev());
+    before.reverse();
+    let after = runs(&mut (at + 1..lines.len()));
+    let show = |(first, last, text): (usize, usize, String), mark: char| {
+        if first == last {
+            format!("{mark}{:>6}: {text}", first + 1)
+        } else {
+            let n = last - first + 1;
+            format!(
+                "{mark}{:>6}: {text} (×{n})",
+                format!("{}-{}", first + 1, last + 1)
+            )
+        }
+    };
+    let mut out: Vec<String> = before.into_iter().map(|r| show(r, ' ')).collect();
+    out.push(show((at, at, cleaned(at)), '>'));
+    out.extend(after.into_iter().map(|r| show(r, ' ')));
+    out
 }
 
 /// Which rule decided, and on which line (0-based).
@@ -143,5 +180,27 @@ mod tests {
         let e = explain("all good\n");
         assert_eq!(e.classification.kind, None);
         assert_eq!(e.line, None);
+    }
+
+    #[test]
+    fn repeated_lines_in_the_window_are_counted_once() {
+        let mut text = String::from("INFO model loaded\n");
+        for _ in 0..40 {
+            text.push_str(
+                "[rank3]:[W] ProcessGroupNCCL.cpp:1000 Watchdog heartbeat: no progress\n",
+            );
+        }
+        text.push_str("RuntimeError: CUDA error: an illegal instruction was encountered\nKilled\n");
+        let e = explain(&text);
+        assert_eq!(e.line, Some(42));
+        assert_eq!(
+            e.window,
+            vec![
+                "      1: INFO model loaded".to_string(),
+                "   2-41: [rank3]:[W] ProcessGroupNCCL.cpp:1000 Watchdog heartbeat: no progress (×40)".to_string(),
+                ">    42: RuntimeError: CUDA error: an illegal instruction was encountered".to_string(),
+                "     43: Killed".to_string(),
+            ]
+        );
     }
 }
