@@ -205,3 +205,75 @@ fn a_command_that_does_not_reach_the_sweep_is_an_error() {
     assert!(err.starts_with("error: "), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn gpus_require_gates_a_script_on_the_gpus_it_got() {
+    let gpus = |require: &str| {
+        let mut cmd = sweeptop("cli-gpus");
+        cmd.args(["gpus", "--sim-gpus", "2", "--require", require]);
+        run_with_deadline(cmd, Duration::from_secs(30))
+    };
+    let enough = gpus("2");
+    assert_eq!(enough.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&enough.stdout).contains("GPU"));
+    let short = gpus("4");
+    assert_eq!(short.status.code(), Some(1));
+    // The table is still printed; the reason is one line on stderr.
+    assert!(String::from_utf8_lossy(&short.stdout).contains("GPU"));
+    let err = String::from_utf8_lossy(&short.stderr);
+    assert!(err.contains("4 GPUs required, NVML shows 2"), "{err}");
+}
+
+#[test]
+fn check_shows_gpus_exclusions_missing_paths_and_no_debug_text() {
+    let dir = scratch("cli-check");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"name = "c"
+[server]
+command = "sim {port} {budget}"
+port = "auto"
+requires = ["/dev/shm/sweeptop-no-such-model"]
+env = { CUDA_VISIBLE_DEVICES = "{gpus}" }
+[[workloads]]
+id = "w"
+contexts = [1024]
+concurrency = [1]
+[[phases]]
+id = "p"
+vars = { gpus = "2,3" }
+matrix = { budget = [4, 8, 12] }
+  # budget 12 crashes this build
+  [[phases.exclude]]
+  budget = 12
+"#,
+    )
+    .unwrap();
+    let mut cmd = sweeptop("cli-check");
+    cmd.arg("check").arg(&plan);
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("GPUs 2,3"), "{text}");
+    let excluded = text
+        .lines()
+        .find(|l| l.contains("excluded"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(excluded.contains("12"), "{excluded}");
+    assert!(
+        excluded.contains("line 16: budget 12 crashes this build"),
+        "{excluded}"
+    );
+    assert!(
+        text.contains("warning: required path /dev/shm/sweeptop-no-such-model does not exist")
+            && text.contains("vanish on reboot"),
+        "{text}"
+    );
+    assert!(text.contains("overflow clamp"), "{text}");
+    // No Rust debug formatting of enums.
+    for debug in ["Clamp", "Cold", "Some(", "None"] {
+        assert!(!text.contains(debug), "{debug} in {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

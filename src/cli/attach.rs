@@ -20,17 +20,22 @@ use crate::view::state::ViewState;
 
 #[derive(clap::Args, Debug)]
 pub struct AttachArgs {
+    /// The run directory (default: the newest running sweep under ./runs).
     dir: Option<PathBuf>,
     /// Print line progress instead of the dashboard.
     #[arg(long)]
     headless: bool,
-    /// Send one command (pause, resume, skip-config, skip-cell, quit,
-    /// retry=CELL|CONFIG, exclude=CONFIG) and exit.
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", help = SEND_HELP.as_str())]
     send: Option<String>,
     #[command(flatten)]
     view: ViewArgs,
 }
+
+/// `--send`'s help, from the one list of command forms (the parser's error
+/// message and the README say the same).
+static SEND_HELP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("Send one command and exit: {}", crate::model::COMMAND_FORMS)
+});
 
 pub fn attach(args: AttachArgs) -> Result<u8> {
     let dir = match &args.dir {

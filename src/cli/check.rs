@@ -8,7 +8,9 @@ use crate::plan::Plan;
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
+    /// The plan file (TOML).
     plan: PathBuf,
+    /// The expanded plan as JSON (configs, cells, phases, workloads, limits).
     #[arg(long)]
     json: bool,
 }
@@ -25,10 +27,15 @@ pub fn check(args: CheckArgs) -> Result<u8> {
             "workloads": plan.workloads,
             "limits": plan.limits,
             "count": {"configs": plan.configs.len(), "cells": plan.cells.len()},
+            "warnings": crate::plan::missing_requires(&plan),
         });
         super::print(&format!("{}\n", crate::model::text::to_json_pretty(&v)?))?;
     } else {
-        super::print(&crate::plan::describe(&plan))?;
+        let mut text = crate::plan::describe(&plan);
+        for w in crate::plan::missing_requires(&plan) {
+            text.push_str(&format!("\nwarning: {w}\n"));
+        }
+        super::print(&text)?;
     }
     Ok(0)
 }

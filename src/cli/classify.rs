@@ -11,6 +11,7 @@ use crate::model::text::display;
 pub struct ClassifyArgs {
     /// A file, or - for standard input (the default).
     input: Option<PathBuf>,
+    /// The result as one JSON object (kind, message, evidence, numbers).
     #[arg(long)]
     json: bool,
     /// Also say which rule decided, on which line, and the lines around it

@@ -11,9 +11,13 @@ use crate::store;
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
+    /// The run directory (see `sweeptop ls`).
     dir: PathBuf,
+    /// csv (one row per cell), json (one object per cell) or md (tables to
+    /// paste into a pull request).
     #[arg(long, value_enum)]
     format: Format,
+    /// Write to this file (atomically) instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
 }

@@ -49,6 +49,7 @@ pub struct LoadtestArgs {
     /// Use /v1/chat/completions instead of /v1/completions.
     #[arg(long)]
     pub chat: bool,
+    /// The metrics, prompt lengths, notices and warnings as one JSON object.
     #[arg(long)]
     pub json: bool,
     /// Also write every request's raw timeline here (JSON lines, gzipped to

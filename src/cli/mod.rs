@@ -256,4 +256,45 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+
+    #[test]
+    fn every_subcommand_describes_every_argument() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "sweeptop", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
+    }
+
+    #[test]
+    fn the_send_commands_are_listed_alike_everywhere() {
+        let forms = crate::model::COMMAND_FORMS;
+        let readme = include_str!("../../README.md");
+        assert!(readme.contains(forms), "README does not list: {forms}");
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let attach = cli.find_subcommand("attach").unwrap();
+        let send = attach
+            .get_arguments()
+            .find(|a| a.get_id() == "send")
+            .unwrap();
+        assert!(send.get_help().unwrap().to_string().contains(forms));
+        assert!("jump"
+            .parse::<crate::model::Command>()
+            .unwrap_err()
+            .contains(forms));
+    }
 }

@@ -24,13 +24,9 @@ impl Engine {
     pub(super) async fn preflight(&mut self, config: &Config) -> Result<u16, Failure> {
         for path in &config.requires {
             if !Path::new(path).exists() {
-                let hint = if path.starts_with("/dev/shm") {
-                    " (files in /dev/shm vanish on reboot: copy the model back)"
-                } else {
-                    ""
-                };
                 return Err(failure(format!(
-                    "required path {path} does not exist{hint}"
+                    "required path {path} does not exist{}",
+                    crate::plan::missing_path_hint(path)
                 )));
             }
         }

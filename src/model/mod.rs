@@ -28,7 +28,7 @@ pub use record::{CellRecord, Status};
 pub use request::{RequestError, RequestRecord};
 pub use run::{RunMeta, RunState};
 pub use server::ServerMeta;
-pub use time::Timestamp;
+pub use time::{span_text, Timestamp};
 
 #[cfg(test)]
 pub(crate) use metrics::sample as sample_metrics;

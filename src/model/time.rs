@@ -109,6 +109,37 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+/// A length of time as people read it in a listing: `42s`, `4m05s`,
+/// `1h12m`, `3d04h`; negative or not a number reads as `0s`.
+pub fn span_text(secs: f64) -> String {
+    let s = if secs.is_finite() && secs > 0.0 {
+        secs as u64
+    } else {
+        0
+    };
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, s / 60 % 60),
+        _ => format!("{}d{:02}h", s / 86_400, s / 3600 % 24),
+    }
+}
+
+impl Timestamp {
+    /// `YYYY-MM-DD HH:MM` in UTC, for listings.
+    pub fn minute_text(self) -> String {
+        let t = self.datetime();
+        format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute()
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +173,16 @@ mod tests {
         let now = Timestamp::now();
         assert!(now > a || a.unix_ms() > 0);
         assert!(Timestamp::default() < a);
+    }
+
+    #[test]
+    fn spans_read_as_people_write_them() {
+        assert_eq!(span_text(-1.0), "0s");
+        assert_eq!(span_text(f64::NAN), "0s");
+        assert_eq!(span_text(42.9), "42s");
+        assert_eq!(span_text(245.0), "4m05s");
+        assert_eq!(span_text(4320.0), "1h12m");
+        assert_eq!(span_text(273_600.0), "3d04h");
+        assert_eq!(Timestamp::from_unix_ms(0).minute_text(), "1970-01-01 00:00");
     }
 }

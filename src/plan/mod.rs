@@ -200,6 +200,19 @@ pub struct Cell {
 pub struct Phase {
     pub id: String,
     pub configs: Vec<String>,
+    /// Configs the phase's `exclude` entries take out, for `check` to list.
+    pub excluded: Vec<Excluded>,
+}
+
+/// A config a phase's `[[phases.exclude]]` took out of its matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Excluded {
+    /// The id it would have had (its axes when the id cannot be made).
+    pub config: String,
+    /// Where the `exclude` entry is (1-based line of the plan file).
+    pub line: usize,
+    /// The comment just above the entry (`# budget 12 crashes …`), if any.
+    pub why: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -442,7 +455,35 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
                 ),
             ));
         }
-        let combos = combos(ctx, phase)?;
+        let (combos, excluded) = combos(ctx, phase)?;
+        let excluded = excluded
+            .into_iter()
+            .map(|(combo, span)| {
+                let config = build_config(
+                    ctx,
+                    &raw,
+                    phase,
+                    &combo,
+                    span.clone(),
+                    phase.config_id.as_ref().or(raw.config_id.as_ref()),
+                    port,
+                )
+                .map(|c| c.id)
+                .unwrap_or_else(|_| {
+                    combo
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                });
+                let (line, _) = line_col(ctx.source, span.start);
+                Excluded {
+                    config,
+                    line,
+                    why: comment_above(ctx.source, line),
+                }
+            })
+            .collect();
         if combos.is_empty() {
             return Err(ctx.err(
                 phase.id.span(),
@@ -494,6 +535,7 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
         phases.push(Phase {
             id: pid,
             configs: phase_configs,
+            excluded,
         });
     }
 
@@ -781,8 +823,35 @@ fn combos_bound(phase: &schema::RawPhase) -> u128 {
 /// The phase's configs as axis assignments: the matrix product, then each
 /// `include` entry (a small matrix of its own), minus `exclude` matches; each
 /// with the span that produced it.
-fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize>)>, PlanError> {
-    let mut out: Vec<(Combo, Range<usize>)> = Vec::new();
+/// The `# …` comment lines just above line `line` (1-based) of the source,
+/// skipping the `[[phases.exclude]]` header the entry's keys follow.
+fn comment_above(source: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut i = line.saturating_sub(1).min(lines.len());
+    // The span starts at the first key; the header is above it.
+    while i > 0 && lines[i - 1].trim().starts_with("[[") {
+        i -= 1;
+    }
+    let mut comment: Vec<&str> = Vec::new();
+    while i > 0 {
+        let Some(text) = lines[i - 1].trim().strip_prefix('#') else {
+            break;
+        };
+        comment.push(text.trim());
+        i -= 1;
+    }
+    comment.reverse();
+    let text = comment.join(" ").trim().to_string();
+    (!text.is_empty()).then_some(text)
+}
+
+/// Kept combos and the combos `exclude` took out, each with its span (for an
+/// excluded one, the span of the `exclude` entry).
+type Combos = Vec<(Combo, Range<usize>)>;
+
+fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<(Combos, Combos), PlanError> {
+    let mut out: Combos = Vec::new();
+    let mut excluded: Combos = Vec::new();
     let mut seen: HashSet<Vec<(String, String)>> = HashSet::new();
     let mut add = |axes: &Axes,
                    span: Range<usize>,
@@ -854,7 +923,10 @@ fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize
                 ));
             }
         }
-        out.retain(|(c, _)| !matches(ex.get_ref(), c));
+        let (gone, kept): (Combos, Combos) =
+            out.into_iter().partition(|(c, _)| matches(ex.get_ref(), c));
+        out = kept;
+        excluded.extend(gone.into_iter().map(|(c, _)| (c, ex.span())));
     }
     // A `set` rule whose `when` names no axis of the phase would never apply.
     for rule in &phase.set {
@@ -877,7 +949,7 @@ fn combos(ctx: &Ctx, phase: &schema::RawPhase) -> Result<Vec<(Combo, Range<usize
             }
         }
     }
-    Ok(out)
+    Ok((out, excluded))
 }
 
 fn valid_axis(s: &str) -> bool {
@@ -1120,10 +1192,10 @@ pub fn describe(plan: &Plan) -> String {
         let env: Vec<&str> = env.iter().map(String::as_str).collect();
         let _ = writeln!(
             s,
-            "server kind {}: ready on {} + log line {:?}; context from /v1/models{}; version from {}; cache flush {}; env {}; acceptance from {}",
+            "server kind {}: ready on {}{}; context from /v1/models{}; version from {}; cache flush {}; env {}; acceptance from {}",
             c.kind.as_str(),
             c.ready.path,
-            c.ready.log_line.as_deref().unwrap_or("(none)"),
+            c.ready.log_line.as_deref().map(|l| format!(" + log line \"{l}\"")).unwrap_or_default(),
             if p.context.is_empty() {
                 String::new()
             } else {
@@ -1144,9 +1216,17 @@ pub fn describe(plan: &Plan) -> String {
         let _ = writeln!(s, "\nphase {}", phase.id);
         for cid in &phase.configs {
             if let Some(c) = configs.get(cid.as_str()) {
+                let gpus = match &c.gpus {
+                    Some(g) if g.len() == 1 => format!("GPU {}", g[0]),
+                    Some(g) => format!(
+                        "GPUs {}",
+                        g.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                    ),
+                    None => "GPUs: all visible".to_string(),
+                };
                 let _ = writeln!(
                     s,
-                    "  {:<28} {:>3} cells{}",
+                    "  {:<28} {:>3} cells  {gpus}{}",
                     c.id,
                     per_config.get(c.id.as_str()).copied().unwrap_or(0),
                     if c.baseline { "  (baseline)" } else { "" }
@@ -1154,16 +1234,77 @@ pub fn describe(plan: &Plan) -> String {
                 let _ = writeln!(s, "      $ {}", template::command_line(&c.argv, c.shell));
             }
         }
+        for x in &phase.excluded {
+            let _ = writeln!(
+                s,
+                "  {:<28} excluded by the `exclude` at line {}{}",
+                x.config,
+                x.line,
+                x.why
+                    .as_deref()
+                    .map(|w| format!(": {w}"))
+                    .unwrap_or_default()
+            );
+        }
     }
     let _ = writeln!(s, "\nworkloads");
+    let list = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>().join(", ");
     for w in &plan.workloads {
+        let overflow = match w.overflow {
+            Overflow::Clamp => "clamp (shorten the prompt to fit)",
+            Overflow::Fail => "fail (record the cell failed)",
+            Overflow::Send => "send (let the server reject it)",
+        };
         let _ = writeln!(
             s,
-            "  {:<12} prompt {}  contexts {:?}  concurrency {:?}  {} requests x {} tokens  overflow {:?}",
-            w.id, w.prompt, w.contexts, w.concurrency, w.requests, w.max_tokens, w.overflow
+            "  {:<12} prompt {}  contexts {}  concurrency {}  {} requests x {} tokens  cache {}  overflow {overflow}",
+            w.id,
+            w.prompt,
+            list(&mut w.contexts.iter().map(u64::to_string)),
+            list(&mut w.concurrency.iter().map(u32::to_string)),
+            w.requests,
+            w.max_tokens,
+            match w.cache {
+                Cache::Cold => "cold",
+                Cache::Warm => "warm",
+            },
         );
     }
     s
+}
+
+/// Paths the plan's configs `require` that do not exist on this machine,
+/// each with the configs that need it and a hint: what a launch would fail
+/// on, said before the sweep starts.
+pub fn missing_requires(plan: &Plan) -> Vec<String> {
+    let mut need: IndexMap<&str, Vec<&str>> = IndexMap::new();
+    for c in &plan.configs {
+        for r in &c.requires {
+            need.entry(r.as_str()).or_default().push(c.id.as_str());
+        }
+    }
+    need.into_iter()
+        .filter(|(path, _)| !std::path::Path::new(path).exists())
+        .map(|(path, configs)| {
+            let who = match configs.len() {
+                1..=3 => configs.join(", "),
+                n => format!("{n} configs: {} …", configs[..2].join(", ")),
+            };
+            format!(
+                "required path {path} does not exist on this machine{} (needed by {who})",
+                missing_path_hint(path),
+            )
+        })
+        .collect()
+}
+
+/// What to do about a missing required path, when we know.
+pub fn missing_path_hint(path: &str) -> &'static str {
+    if path.starts_with("/dev/shm") {
+        ": files in /dev/shm vanish on reboot, copy the model back"
+    } else {
+        ""
+    }
 }
 
 #[cfg(test)]
