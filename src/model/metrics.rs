@@ -345,7 +345,7 @@ metrics_table! {
         "send → first chunk with text";
     server_ttft_ms_mean: "TTFT", "server", Millis, Lower, grid false, summary None, csv 4,
         "the server's own mean time to first token (its histogram over the cell)";
-    itl_ms_p50: "ITL", "p50", Millis, Lower, grid false, summary Some("itl p50"), csv 1,
+    itl_ms_p50: "ITL", "p50", Millis, Lower, grid true, summary Some("itl p50"), csv 1,
         "per token: each chunk's gap split over the tokens it carried";
     itl_ms_p90: "ITL", "p90", Millis, Lower, grid false, summary None, csv 2,
         "per token: each chunk's gap split over the tokens it carried";

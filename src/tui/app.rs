@@ -13,7 +13,7 @@ use super::theme::Theme;
 use crate::engine::Request;
 use crate::model::{Command, Event, Level, Status, Timestamp};
 use crate::store;
-use crate::view::grid::{Grid, ValueMode};
+use crate::view::grid::{Arrange, Grid, Row, ValueMode};
 use crate::view::state::{LineKind, LogLine, LogTail, Shown, Sweep, ViewState};
 
 /// Everything that can change the dashboard.
@@ -77,10 +77,16 @@ pub enum Focus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Overlay {
     None,
-    Help { scroll: u16 },
-    Details { scroll: u16 },
+    Help {
+        scroll: u16,
+    },
+    Details {
+        scroll: u16,
+    },
     ConfirmQuit,
     Search(String),
+    /// Typing the grid's name filter (`/` in the grid): it applies as typed.
+    Filter(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +124,14 @@ pub struct Ui {
     pub searching: bool,
     pub overlay: Overlay,
     pub value: ValueMode,
+    /// The statistic latency values are read at (`%`): p50, p90, p99.
+    pub stat: &'static str,
+    /// Which configs the grid shows, in what order.
+    pub arrange: Arrange,
+    /// The focused pane fills the screen.
+    pub zoom: bool,
+    /// Long log lines wrap (else they are cut at the pane's edge).
+    pub wrap: bool,
     pub flash: Option<Flash>,
     /// Advances every tick: the running cell's spinner.
     pub spinner: usize,
@@ -140,6 +154,10 @@ impl Default for Ui {
             searching: false,
             overlay: Overlay::None,
             value: ValueMode::default(),
+            stat: STATS[0],
+            arrange: Arrange::default(),
+            zoom: false,
+            wrap: true,
             flash: None,
             spinner: 0,
         }
@@ -177,6 +195,9 @@ pub struct App {
     /// The config whose log file a read-only view shows.
     log_file_config: Option<String>,
 }
+
+/// The statistics `%` cycles latency values through.
+pub const STATS: [&str; 3] = ["p50", "p90", "p99"];
 
 /// How long a message stays on the alert line.
 const FLASH_MS: i64 = 8000;
@@ -232,6 +253,25 @@ impl App {
         app
     }
 
+    /// The value the grid shows: the chosen one at the chosen statistic.
+    pub fn value_mode(&self) -> ValueMode {
+        self.ui.value.at_stat(self.ui.stat)
+    }
+
+    /// Re-apply the grid's filter and sort (after results or the choice
+    /// changed); the selection moves to a shown config if its own is hidden.
+    pub fn rearrange(&mut self) {
+        let mode = self.value_mode();
+        self.grid.arrange(&self.view, &self.ui.arrange, mode);
+        if !self.grid.shown_configs().any(|c| c == self.ui.sel_config) {
+            if let Some(first) = self.grid.shown_configs().next() {
+                self.ui.sel_config = first;
+            }
+        }
+        self.ui.grid_top = 0;
+        self.keep_selection_visible();
+    }
+
     pub fn theme(&self) -> &Theme {
         &self.themes[self.theme.min(self.themes.len() - 1)]
     }
@@ -269,7 +309,7 @@ impl App {
                 _ if bound == Some(Key::Quit) => Some(Action::Confirm),
                 _ => None,
             },
-            Overlay::Search(_) => match ev.code {
+            Overlay::Search(_) | Overlay::Filter(_) => match ev.code {
                 _ if chord.ctrl && bound == Some(Key::Quit) => Some(Action::Key(Key::Quit)),
                 KeyCode::Esc => Some(Action::Cancel),
                 KeyCode::Enter => Some(Action::SearchSubmit),
@@ -336,18 +376,51 @@ impl App {
                 Redraw::Now
             }
             Action::Cancel => {
+                // Esc while typing a filter drops it.
+                if matches!(self.ui.overlay, Overlay::Filter(_)) {
+                    self.ui.arrange.name.clear();
+                    self.rearrange();
+                }
                 self.ui.overlay = Overlay::None;
                 Redraw::Now
             }
             Action::SearchInput(c) => {
-                if let Overlay::Search(q) = &mut self.ui.overlay {
-                    q.push(c);
+                match &mut self.ui.overlay {
+                    Overlay::Search(q) => q.push(c),
+                    Overlay::Filter(q) => {
+                        q.push(c);
+                        self.ui.arrange.name = q.clone();
+                        self.rearrange();
+                    }
+                    _ => {}
                 }
                 Redraw::Now
             }
             Action::SearchBackspace => {
-                if let Overlay::Search(q) = &mut self.ui.overlay {
-                    q.pop();
+                match &mut self.ui.overlay {
+                    Overlay::Search(q) => {
+                        q.pop();
+                    }
+                    Overlay::Filter(q) => {
+                        q.pop();
+                        self.ui.arrange.name = q.clone();
+                        self.rearrange();
+                    }
+                    _ => {}
+                }
+                Redraw::Now
+            }
+            Action::SearchSubmit if matches!(self.ui.overlay, Overlay::Filter(_)) => {
+                self.ui.overlay = Overlay::None;
+                if !self.ui.arrange.name.is_empty() {
+                    let n = self.grid.shown_configs().count();
+                    self.flash(
+                        Level::Info,
+                        format!(
+                            "{n} configs match \"{}\" (/ then Esc shows all)",
+                            self.ui.arrange.name
+                        ),
+                    );
                 }
                 Redraw::Now
             }
@@ -475,6 +548,11 @@ impl App {
             }
             _ => Redraw::Now,
         };
+        let ev_kind = if matches!(ev, Event::CellFinished { .. }) {
+            EvKind::Finished
+        } else {
+            EvKind::Other
+        };
         let rebuild = matches!(ev, Event::CellFinished { .. }) && self.view.plan.is_none();
         let started = matches!(ev, Event::CellStarted { .. });
         let pushed_before = self.view.log.pushed;
@@ -487,6 +565,9 @@ impl App {
         self.clamp_log();
         if rebuild {
             self.grid = Grid::build(&self.view);
+        }
+        if rebuild || (!self.ui.arrange.is_plain() && matches!(ev_kind, EvKind::Finished)) {
+            self.rearrange();
         }
         if started {
             self.follow_running();
@@ -569,11 +650,15 @@ impl App {
                 match self.ui.focus {
                     Focus::Grid => {
                         self.ui.track_running = false;
-                        self.ui.sel_config = if k == Key::Top {
-                            0
+                        let shown = self.grid.shown_configs();
+                        let pick = if k == Key::Top {
+                            shown.into_iter().next()
                         } else {
-                            self.grid.configs.len().saturating_sub(1)
+                            shown.into_iter().last()
                         };
+                        if let Some(c) = pick {
+                            self.ui.sel_config = c;
+                        }
                         self.selection_moved();
                     }
                     Focus::Log => {
@@ -610,7 +695,118 @@ impl App {
                 Redraw::Now
             }
             Key::Search => {
-                self.ui.overlay = Overlay::Search(String::new());
+                self.ui.overlay = match self.ui.focus {
+                    Focus::Grid => Overlay::Filter(self.ui.arrange.name.clone()),
+                    Focus::Log => Overlay::Search(String::new()),
+                };
+                Redraw::Now
+            }
+            Key::Failures => {
+                self.ui.arrange.failures_only = !self.ui.arrange.failures_only;
+                self.rearrange();
+                let words = if self.ui.arrange.failures_only {
+                    format!(
+                        "{} configs with a failed cell (F again shows all)",
+                        self.grid.shown_configs().count()
+                    )
+                } else {
+                    "every config shown".to_string()
+                };
+                self.flash(Level::Info, words);
+                Redraw::Now
+            }
+            Key::NextPhase | Key::PrevPhase => {
+                let phases: Vec<String> = self
+                    .grid
+                    .rows
+                    .iter()
+                    .filter_map(|r| match r {
+                        Row::Phase(p) => Some(p.clone()),
+                        Row::Config(_) => None,
+                    })
+                    .collect();
+                // Positions: 0 = every phase, then each phase.
+                let at = self
+                    .ui
+                    .arrange
+                    .phase
+                    .as_ref()
+                    .and_then(|p| phases.iter().position(|x| x == p))
+                    .map_or(0, |i| i + 1);
+                let n = phases.len() + 1;
+                let next = if k == Key::NextPhase {
+                    (at + 1) % n
+                } else {
+                    (at + n - 1) % n
+                };
+                self.ui.arrange.phase = next.checked_sub(1).map(|i| phases[i].clone());
+                self.rearrange();
+                let words = match &self.ui.arrange.phase {
+                    Some(p) => format!("phase {p} only ([ ] other phases)"),
+                    None => "every phase shown".to_string(),
+                };
+                self.flash(Level::Info, words);
+                Redraw::Now
+            }
+            Key::Sort => {
+                let col = self.ui.sel_col.unwrap_or(0);
+                self.ui.arrange.sort_by = match self.ui.arrange.sort_by {
+                    Some(c) if c == col => None,
+                    _ if self.grid.columns.is_empty() => None,
+                    _ => Some(col),
+                };
+                self.rearrange();
+                let words = match self
+                    .ui
+                    .arrange
+                    .sort_by
+                    .and_then(|c| self.grid.columns.get(c))
+                {
+                    Some(c) => format!(
+                        "sorted by {} {} ({}), best first; o again: plan order",
+                        c.workload,
+                        c.label(),
+                        self.value_mode().title()
+                    ),
+                    None => "plan order".to_string(),
+                };
+                self.flash(Level::Info, words);
+                Redraw::Now
+            }
+            Key::Percentile => {
+                let at = STATS.iter().position(|s| *s == self.ui.stat).unwrap_or(0);
+                self.ui.stat = STATS[(at + 1) % STATS.len()];
+                if !self.ui.arrange.is_plain() {
+                    self.rearrange();
+                }
+                let shown = self.value_mode();
+                let words = if shown == self.ui.value && self.ui.stat != STATS[0] {
+                    format!(
+                        "latency values at {} ({} has no {}; v picks another value)",
+                        self.ui.stat,
+                        shown.title(),
+                        self.ui.stat
+                    )
+                } else {
+                    format!("latency values at {}", self.ui.stat)
+                };
+                self.flash(Level::Info, words);
+                Redraw::Now
+            }
+            Key::Zoom => {
+                self.ui.zoom = !self.ui.zoom;
+                self.keep_selection_visible();
+                self.clamp_log();
+                Redraw::Now
+            }
+            Key::Wrap => {
+                self.ui.wrap = !self.ui.wrap;
+                let words = if self.ui.wrap {
+                    "long log lines wrap"
+                } else {
+                    "long log lines are cut at the edge (w wraps them)"
+                };
+                self.flash(Level::Info, words.into());
                 Redraw::Now
             }
             Key::Help => {
@@ -625,6 +821,9 @@ impl App {
             }
             Key::Value => {
                 self.ui.value = self.ui.value.next();
+                if self.ui.arrange.sort_by.is_some() {
+                    self.rearrange();
+                }
                 Redraw::Now
             }
             Key::Close => {
@@ -782,15 +981,24 @@ impl App {
         match self.ui.focus {
             Focus::Grid => {
                 self.ui.track_running = false;
-                let n = self.grid.configs.len();
+                let order: Vec<usize> = self.grid.shown_configs().collect();
+                let n = order.len();
                 let cols = self.grid.columns.len();
                 let page = self.grid_page().max(1);
                 let s = &mut self.ui;
+                // Move through the shown configs, in the order shown.
+                let at = order.iter().position(|&c| c == s.sel_config).unwrap_or(0);
+                let to = match k {
+                    Key::Up => at.saturating_sub(1),
+                    Key::Down => (at + 1).min(n.saturating_sub(1)),
+                    Key::PageUp => at.saturating_sub(page),
+                    Key::PageDown => (at + page).min(n.saturating_sub(1)),
+                    _ => at,
+                };
+                if let Some(&c) = order.get(to) {
+                    s.sel_config = c;
+                }
                 match k {
-                    Key::Up => s.sel_config = s.sel_config.saturating_sub(1),
-                    Key::Down => s.sel_config = (s.sel_config + 1).min(n.saturating_sub(1)),
-                    Key::PageUp => s.sel_config = s.sel_config.saturating_sub(page),
-                    Key::PageDown => s.sel_config = (s.sel_config + page).min(n.saturating_sub(1)),
                     Key::Left => {
                         s.sel_col = match s.sel_col {
                             Some(0) | None => None,
@@ -841,6 +1049,10 @@ impl App {
         let Some(config) = self.grid.config_index(&r.config) else {
             return;
         };
+        // A config the filter hides is not followed into.
+        if !self.grid.shown_configs().any(|c| c == config) {
+            return;
+        }
         let col = (0..self.grid.columns.len())
             .find(|&c| self.grid.cell_id(&r.config, c) == Some(r.cell.as_str()));
         self.ui.sel_config = config;
@@ -870,18 +1082,17 @@ impl App {
         let geo = draw::grid::geometry(areas.grid, self);
         let row = self.grid.display_row(self.ui.sel_config);
         // Show the phase heading above the first config of a phase when it fits.
-        let want_top =
-            if row > 0 && matches!(self.grid.rows[row - 1], crate::view::grid::Row::Phase(_)) {
-                row - 1
-            } else {
-                row
-            };
+        let want_top = if row > 0 && matches!(self.grid.shown.get(row - 1), Some(Row::Phase(_))) {
+            row - 1
+        } else {
+            row
+        };
         if want_top < self.ui.grid_top {
             self.ui.grid_top = want_top;
         } else if row >= self.ui.grid_top + geo.rows.max(1) {
             self.ui.grid_top = row + 1 - geo.rows.max(1);
         }
-        let max_top = self.grid.rows.len().saturating_sub(geo.rows.max(1));
+        let max_top = self.grid.shown.len().saturating_sub(geo.rows.max(1));
         self.ui.grid_top = self.ui.grid_top.min(max_top);
         if let Some(col) = self.ui.sel_col {
             if col < self.ui.grid_left {
@@ -969,6 +1180,12 @@ impl App {
         let id = self.grid.cell_id(&config.id, self.ui.sel_col?)?;
         self.view.records.get(id)
     }
+}
+
+/// Whether an event finished a cell (a filter or sort may change with it).
+enum EvKind {
+    Finished,
+    Other,
 }
 
 pub const EXPORT_CSV: &str = "results.csv";

@@ -35,6 +35,19 @@ pub enum Key {
     Close,
     /// Leave an attached view; the sweep keeps running.
     Detach,
+    /// The focused pane takes the whole screen (again: back).
+    Zoom,
+    /// Long log lines wrap, or are cut at the pane's edge.
+    Wrap,
+    /// Only configs with a failed cell.
+    Failures,
+    /// Only the next (previous) phase; past the last, every phase.
+    NextPhase,
+    PrevPhase,
+    /// Sort each phase's configs by the selected column's value.
+    Sort,
+    /// Latency values at p50, p90 or p99.
+    Percentile,
 }
 
 /// One row of the table: the action, its name in `keys.toml`, what the help says,
@@ -178,8 +191,57 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         key: Key::Search,
         name: "search",
-        help: "search the log (Enter: next older match, Esc: stop)",
+        help: "grid: show configs whose name has the text; log: search as in less (n, N, Esc)",
         defaults: &["/"],
+        hint: Some("find"),
+    },
+    Binding {
+        key: Key::Failures,
+        name: "failures",
+        help: "show only configs with a failed cell (toggle)",
+        defaults: &["F"],
+        hint: None,
+    },
+    Binding {
+        key: Key::NextPhase,
+        name: "next_phase",
+        help: "show only the next phase (past the last: every phase)",
+        defaults: &["]"],
+        hint: None,
+    },
+    Binding {
+        key: Key::PrevPhase,
+        name: "prev_phase",
+        help: "show only the previous phase",
+        defaults: &["["],
+        hint: None,
+    },
+    Binding {
+        key: Key::Sort,
+        name: "sort",
+        help: "sort each phase's configs by the selected column's value, best first (toggle)",
+        defaults: &["o"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Percentile,
+        name: "percentile",
+        help: "latency values (TTFT, ITL, decode tok/s) at p50, p90 or p99",
+        defaults: &["%"],
+        hint: None,
+    },
+    Binding {
+        key: Key::Zoom,
+        name: "zoom",
+        help: "the focused pane fills the screen (again: back)",
+        defaults: &["z"],
+        hint: Some("zoom"),
+    },
+    Binding {
+        key: Key::Wrap,
+        name: "wrap",
+        help: "wrap long log lines, or cut them at the edge (toggle)",
+        defaults: &["w"],
         hint: None,
     },
     Binding {
@@ -187,7 +249,7 @@ pub const BINDINGS: &[Binding] = &[
         name: "detach",
         help: "detach from an attached sweep (it keeps running)",
         defaults: &["d"],
-        hint: None,
+        hint: Some("detach"),
     },
     Binding {
         key: Key::Help,

@@ -1113,3 +1113,150 @@ fn every_line_of_long_wrapped_evidence_can_be_scrolled_to() {
     assert!(text.contains("the cause, on the last line"), "{text}");
     assert!(!text.contains("more below"), "{text}");
 }
+
+/// The config ids the grid shows, top to bottom.
+fn shown_ids(app: &App) -> Vec<String> {
+    app.grid
+        .shown_configs()
+        .map(|c| app.grid.configs[c].id.clone())
+        .collect()
+}
+
+#[test]
+fn slash_in_the_grid_filters_configs_by_name_and_esc_shows_all() {
+    let (mut app, _rx) = live(crash_story().view());
+    app.update(Action::Resize(120, 40));
+    press(&mut app, KeyCode::Char('/'));
+    assert!(matches!(app.ui.overlay, Overlay::Filter(_)));
+    for c in "ddtree".chars() {
+        press(&mut app, KeyCode::Char(c));
+    }
+    // Applied as typed; the phases with no match are gone.
+    assert_eq!(
+        shown_ids(&app),
+        [
+            "tp1-ddtree-b4",
+            "tp1-ddtree-b8",
+            "tp1-ddtree-b12",
+            "tp4-ddtree-b4"
+        ]
+    );
+    // `n` is text here, not "skip cell".
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.ui.overlay, Overlay::None);
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(
+        text.contains("\"ddtree\"") && text.contains("4 of 8 configs"),
+        "{text}"
+    );
+    assert!(!text.contains("tp1-dflash "), "{text}");
+    // The selection moves through the shown configs only.
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Down);
+    assert_eq!(app.grid.configs[app.ui.sel_config].id, "tp1-ddtree-b8");
+    // `/` again starts from the filter; Esc drops it.
+    press(&mut app, KeyCode::Char('/'));
+    assert_eq!(app.ui.overlay, Overlay::Filter("ddtree".into()));
+    press(&mut app, KeyCode::Esc);
+    assert_eq!(shown_ids(&app).len(), 8);
+    // With the log focused, `/` searches the log as before.
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Char('/'));
+    assert!(matches!(app.ui.overlay, Overlay::Search(_)));
+}
+
+#[test]
+fn grid_views_failures_only_one_phase_sorted_and_at_p99() {
+    let (mut app, _rx) = live(crash_story().view());
+    app.update(Action::Resize(120, 40));
+    press(&mut app, KeyCode::Char('F'));
+    // Every config run so far has a failed cell (the long prompt's 400);
+    // those not run yet have none.
+    assert_eq!(
+        shown_ids(&app),
+        [
+            "tp1-baseline",
+            "tp1-dflash",
+            "tp1-ddtree-b4",
+            "tp1-ddtree-b8"
+        ]
+    );
+    assert!(screen(&render(&mut app, 120, 40)).contains("failures only"));
+    press(&mut app, KeyCode::Char('F'));
+    press(&mut app, KeyCode::Char(']'));
+    assert_eq!(app.ui.arrange.phase.as_deref(), Some("tp1"));
+    assert!(shown_ids(&app).iter().all(|c| c.starts_with("tp1-")));
+    press(&mut app, KeyCode::Char(']'));
+    assert!(shown_ids(&app).iter().all(|c| c.starts_with("tp4-")));
+    press(&mut app, KeyCode::Char(']'));
+    assert_eq!(app.ui.arrange.phase, None);
+    press(&mut app, KeyCode::Char('['));
+    assert_eq!(app.ui.arrange.phase.as_deref(), Some("tp4"));
+    press(&mut app, KeyCode::Char(']'));
+
+    // Sort by the first column: fastest first, the crashed config after
+    // every value, configs with nothing yet last.
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Char('o'));
+    let tp1: Vec<String> = shown_ids(&app).into_iter().take(5).collect();
+    assert_eq!(
+        tp1,
+        [
+            "tp1-ddtree-b4",
+            "tp1-dflash",
+            "tp1-baseline",
+            "tp1-ddtree-b8",
+            "tp1-ddtree-b12"
+        ]
+    );
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(text.contains("sorted by code 1k c1"), "{text}");
+    press(&mut app, KeyCode::Char('o'));
+    assert_eq!(shown_ids(&app)[0], "tp1-baseline");
+
+    // `%`: latency values at p90, then p99; output tok/s has no p99.
+    press(&mut app, KeyCode::Char('%'));
+    press(&mut app, KeyCode::Char('%'));
+    assert_eq!(app.ui.stat, "p99");
+    assert_eq!(app.value_mode().title(), "output tok/s");
+    while app.ui.value.title() != "TTFT p50" {
+        press(&mut app, KeyCode::Char('v'));
+    }
+    assert_eq!(app.value_mode().title(), "TTFT p99");
+    assert!(screen(&render(&mut app, 120, 40)).contains("Results · TTFT p99"));
+}
+
+#[test]
+fn zoom_gives_the_focused_pane_the_screen_and_long_log_lines_wrap() {
+    let mut s = crash_story();
+    let long = format!("{}THE-END", "x".repeat(150));
+    s.log("tp1-ddtree-b8", &long, LogMark::Plain);
+    let (mut app, _rx) = live(s.view());
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(text.contains("THE-END"), "a long line wraps:\n{text}");
+    press(&mut app, KeyCode::Char('w'));
+    assert!(!screen(&render(&mut app, 120, 40)).contains("THE-END"));
+    press(&mut app, KeyCode::Char('w'));
+
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Char('z'));
+    let text = screen(&render(&mut app, 80, 24));
+    // The log has the body: no grid, no GPUs, and the crash lines are whole.
+    assert!(!text.contains("Results"), "{text}");
+    assert!(!text.contains("GPUs"), "{text}");
+    assert!(text.contains("Server log"), "{text}");
+    assert!(
+        text.contains("illegal instruction was encountered"),
+        "{text}"
+    );
+    press(&mut app, KeyCode::Char('z'));
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Char('z'));
+    let text = screen(&render(&mut app, 80, 24));
+    assert!(
+        text.contains("Results") && !text.contains("Server log"),
+        "{text}"
+    );
+    // Every config fits when the grid has the screen.
+    assert!(text.contains("tp4-ddtree-b4"), "{text}");
+}

@@ -56,8 +56,11 @@ pub enum Row {
 pub struct Grid {
     pub columns: Vec<Column>,
     pub configs: Vec<ConfigRow>,
-    /// Phase headings and configs in display order.
+    /// Phase headings and configs in plan order (what exports show).
     pub rows: Vec<Row>,
+    /// The rows the dashboard shows, after [`Grid::arrange`]: filtered and
+    /// sorted; every row until then.
+    pub shown: Vec<Row>,
     /// (config, column) → cell id.
     cells: HashMap<(String, usize), String>,
     /// phase → its baseline config.
@@ -145,7 +148,82 @@ impl Grid {
                 }
             }
         }
+        g.shown = g.rows.clone();
         g
+    }
+
+    /// Choose and order the rows the dashboard shows: configs whose id
+    /// contains the filter text, only those with a failed cell, one phase;
+    /// within each phase, sorted by the value in a column (best first, cells
+    /// without a value last). Phase headings stay over their configs.
+    pub fn arrange(&mut self, v: &ViewState, a: &Arrange, mode: ValueMode) {
+        let needle = a.name.to_lowercase();
+        let keep = |i: usize| {
+            let c = &self.configs[i];
+            (needle.is_empty() || c.id.to_lowercase().contains(&needle))
+                && a.phase.as_ref().is_none_or(|p| *p == c.phase)
+                && (!a.failures_only || self.has_failure(v, &c.id))
+        };
+        let mut shown = Vec::with_capacity(self.rows.len());
+        let mut i = 0;
+        while i < self.rows.len() {
+            let Row::Phase(phase) = &self.rows[i] else {
+                i += 1;
+                continue;
+            };
+            let mut configs: Vec<usize> = Vec::new();
+            i += 1;
+            while let Some(Row::Config(c)) = self.rows.get(i) {
+                if keep(*c) {
+                    configs.push(*c);
+                }
+                i += 1;
+            }
+            if let Some(col) = a.sort_by {
+                let key = |c: usize| self.sort_key(v, mode, c, col);
+                // Stable: equal values keep the plan's order.
+                configs.sort_by(|x, y| key(*y).total_cmp(&key(*x)));
+            }
+            if !configs.is_empty() {
+                shown.push(Row::Phase(phase.clone()));
+                shown.extend(configs.into_iter().map(Row::Config));
+            }
+        }
+        self.shown = shown;
+    }
+
+    /// Configs in the order shown (for moving the selection).
+    pub fn shown_configs(&self) -> impl Iterator<Item = usize> + '_ {
+        self.shown.iter().filter_map(|r| match r {
+            Row::Config(c) => Some(*c),
+            Row::Phase(_) => None,
+        })
+    }
+
+    fn has_failure(&self, v: &ViewState, config: &str) -> bool {
+        v.records
+            .values()
+            .any(|r| r.config == config && r.status == Status::Failed)
+    }
+
+    /// Higher sorts first: the value turned so that better is larger, then
+    /// failed cells, then cells without a record.
+    fn sort_key(&self, v: &ViewState, mode: ValueMode, config: usize, col: usize) -> f64 {
+        let Some(r) = self
+            .cell_id(&self.configs[config].id, col)
+            .and_then(|id| v.records.get(id))
+        else {
+            return f64::NEG_INFINITY;
+        };
+        let metric = mode.metric();
+        match (
+            r.status,
+            r.metrics.as_ref().and_then(|m| metric.value(m).number()),
+        ) {
+            (Status::Ok, Some(x)) if metric.better == Better::Lower => -x,
+            (Status::Ok, Some(x)) => x,
+            _ => f64::MIN,
+        }
     }
 
     pub fn cell_id(&self, config: &str, col: usize) -> Option<&str> {
@@ -154,9 +232,9 @@ impl Grid {
             .map(String::as_str)
     }
 
-    /// The display row of a config.
+    /// The shown row of a config (0 when it is filtered out).
     pub fn display_row(&self, config: usize) -> usize {
-        self.rows
+        self.shown
             .iter()
             .position(|r| *r == Row::Config(config))
             .unwrap_or(0)
@@ -203,6 +281,25 @@ impl Grid {
             .filter(|b| b.status == Status::Ok)
             .and_then(|b| b.metrics.as_ref());
         CellView::of_record(r, mode, base, row.baseline)
+    }
+}
+
+/// Which configs the dashboard's grid shows, and in what order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Arrange {
+    /// Only configs whose id contains this (case-insensitively); `/` in the grid.
+    pub name: String,
+    /// Only configs with a failed cell.
+    pub failures_only: bool,
+    /// Only this phase.
+    pub phase: Option<String>,
+    /// Sort each phase's configs by the value in this column, best first.
+    pub sort_by: Option<usize>,
+}
+
+impl Arrange {
+    pub fn is_plain(&self) -> bool {
+        *self == Arrange::default()
     }
 }
 
@@ -374,7 +471,20 @@ impl ValueMode {
         }
     }
 
-    fn metric(self) -> &'static Metric {
+    /// The same value at another statistic (`p90`, `p99`) where the metric
+    /// table has it; unchanged for a value that has only one (output tok/s,
+    /// acceptance length) and for speedups.
+    pub fn at_stat(self, stat: &str) -> ValueMode {
+        let ValueMode::Metric(m) = self else {
+            return self;
+        };
+        METRICS
+            .iter()
+            .find(|x| x.family == m.family && x.stat == stat && x.unit == m.unit)
+            .map_or(self, ValueMode::Metric)
+    }
+
+    pub(crate) fn metric(self) -> &'static Metric {
         match self {
             ValueMode::Metric(m) | ValueMode::Speedup(m) => m,
         }
@@ -484,6 +594,17 @@ mod tests {
     }
 
     #[test]
+    fn latency_values_can_be_read_at_p90_and_p99() {
+        let ttft = mode("ttft_ms_p50");
+        assert_eq!(ttft.at_stat("p99"), mode("ttft_ms_p99"));
+        assert_eq!(ttft.at_stat("p90").title(), "TTFT p90");
+        assert_eq!(mode("itl_ms_p50").at_stat("p99"), mode("itl_ms_p99"));
+        // Values with one statistic stay as they are.
+        assert_eq!(mode("output_tok_s").at_stat("p99"), mode("output_tok_s"));
+        assert_eq!(speedup().at_stat("p99"), speedup());
+    }
+
+    #[test]
     fn modes_come_from_the_metric_table() {
         let titles: Vec<String> = ValueMode::all().into_iter().map(ValueMode::title).collect();
         assert_eq!(
@@ -493,6 +614,7 @@ mod tests {
                 "decode tok/s p50",
                 "speedup vs the phase baseline (output tok/s)",
                 "TTFT p50",
+                "ITL p50",
                 "acceptance length",
             ]
         );

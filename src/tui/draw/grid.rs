@@ -59,21 +59,46 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let sym = app.symbols();
     let g = &app.grid;
     let geo = geometry(area, app);
-    let top = app.ui.grid_top.min(g.rows.len());
+    let rows = &g.shown;
+    let top = app.ui.grid_top.min(rows.len());
     let left = app.ui.grid_left.min(g.columns.len());
     let shown_cols = geo.cols.min(g.columns.len().saturating_sub(left));
-    let shown_rows = geo.rows.min(g.rows.len() - top);
-    let mut block = app.block(
-        format!(" Results{}{} ", sym.sep, app.ui.value.title()),
-        app.ui.focus == Focus::Grid,
-    );
+    let shown_rows = geo.rows.min(rows.len() - top);
+    let mode = app.value_mode();
+    // What the grid is narrowed to, so a filtered view is never mistaken
+    // for the whole sweep.
+    let a = &app.ui.arrange;
+    let mut title = format!(" Results{}{}", sym.sep, mode.title());
+    if !a.name.is_empty() {
+        title.push_str(&format!("{}\"{}\"", sym.sep, a.name));
+    }
+    if a.failures_only {
+        title.push_str(&format!("{}failures only", sym.sep));
+    }
+    if let Some(p) = &a.phase {
+        title.push_str(&format!("{}phase {p} only", sym.sep));
+    }
+    if let Some(c) = a.sort_by.and_then(|c| g.columns.get(c)) {
+        title.push_str(&format!(
+            "{}sorted by {} {}",
+            sym.sep,
+            c.workload,
+            c.label()
+        ));
+    }
+    if !a.is_plain() {
+        let n = g.shown_configs().count();
+        title.push_str(&format!("{}{n} of {} configs", sym.sep, g.configs.len()));
+    }
+    title.push(' ');
+    let mut block = app.block(title, app.ui.focus == Focus::Grid);
     let mut clipped = Vec::new();
-    if top > 0 || top + shown_rows < g.rows.len() {
+    if top > 0 || top + shown_rows < rows.len() {
         clipped.push(format!(
             "rows {}-{} of {}",
             top + 1,
             top + shown_rows,
-            g.rows.len()
+            rows.len()
         ));
     }
     if left > 0 || left + shown_cols < g.columns.len() {
@@ -95,6 +120,14 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let mut lines: Vec<Line> = Vec::with_capacity(inner.height as usize);
     if g.configs.is_empty() {
         lines.push(Line::styled(" no cells recorded yet", t.dim));
+        frame.render_widget(Paragraph::new(lines), inner);
+        return;
+    }
+    if rows.is_empty() {
+        lines.push(Line::styled(
+            " no config matches (/ then Esc, F, [ ] undo the filters)",
+            t.dim,
+        ));
         frame.render_widget(Paragraph::new(lines), inner);
         return;
     }
@@ -154,7 +187,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             .find(|c| c.phase == phase && c.baseline)
             .map(|c| c.id.clone())
     };
-    for row in g.rows.iter().skip(top).take(shown_rows) {
+    for row in rows.iter().skip(top).take(shown_rows) {
         match row {
             Row::Phase(id) => {
                 let mut spans = vec![Span::styled(format!(" phase {id}"), t.phase)];
@@ -219,7 +252,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
 fn cell_text(app: &App, config: usize, col: usize, width: usize) -> (String, Style) {
     let t = app.theme();
     let sym = app.symbols();
-    match app.grid.cell(&app.view, app.ui.value, config, col) {
+    match app.grid.cell(&app.view, app.value_mode(), config, col) {
         CellView::Absent => (String::new(), t.dim),
         CellView::Pending => (sym.pending.to_string(), t.pending),
         CellView::Running => (

@@ -43,35 +43,47 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(block, area);
     let h = inner.height as usize;
     let w = inner.width as usize;
-    let start = end.saturating_sub(h);
     let needle = app
         .ui
         .last_search
         .as_deref()
         .filter(|q| !q.is_empty())
         .map(str::to_lowercase);
-    let lines: Vec<Line> = log
-        .lines
-        .range(start..end)
-        .map(|l| {
-            let style = match l.kind {
-                LineKind::Plain => t.log,
-                LineKind::Failure => t.log_failure,
-                LineKind::Ready => t.log_ready,
-                LineKind::Note => t.log_note,
-            };
-            let text: String = l
-                .text
-                .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .take(w)
-                .collect();
-            match &needle {
-                Some(q) => highlight(&text, q, style, t.log_match),
-                None => Line::styled(text, style),
+    // From the bottom line up until the pane is full: a wrapped line takes
+    // as many rows as it needs, so the newest line is always whole.
+    let mut rows: Vec<Line> = Vec::with_capacity(h);
+    for l in log.lines.range(..end).rev() {
+        if rows.len() >= h || w == 0 {
+            break;
+        }
+        let style = match l.kind {
+            LineKind::Plain => t.log,
+            LineKind::Failure => t.log_failure,
+            LineKind::Ready => t.log_ready,
+            LineKind::Note => t.log_note,
+        };
+        let text: Vec<char> = l
+            .text
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let pieces: Vec<String> = if app.ui.wrap && text.len() > w {
+            text.chunks(w).map(|c| c.iter().collect()).collect()
+        } else {
+            vec![text.iter().take(w).collect()]
+        };
+        for piece in pieces.into_iter().rev() {
+            if rows.len() >= h {
+                break;
             }
-        })
-        .collect();
+            rows.push(match &needle {
+                Some(q) => highlight(&piece, q, style, t.log_match),
+                None => Line::styled(piece, style),
+            });
+        }
+    }
+    rows.reverse();
+    let lines = rows;
     if lines.is_empty() {
         frame.render_widget(
             Paragraph::new(Line::styled(" no server output yet", t.dim)),

@@ -48,9 +48,26 @@ pub fn areas(area: Rect, app: &App) -> Option<Areas> {
     let alert = row(1, 1);
     let hints = row(area.height - 1, 1);
     let body_h = area.height - 3;
+    let body = Rect::new(area.x, area.y + 2, area.width, body_h);
+    if app.ui.zoom {
+        // The focused pane takes the body; the others have no room.
+        let none = Rect::new(area.x, area.y + 2, 0, 0);
+        let (grid, log) = match app.ui.focus {
+            Focus::Grid => (body, none),
+            Focus::Log => (none, body),
+        };
+        return Some(Areas {
+            header,
+            alert,
+            grid,
+            gpu: None,
+            log,
+            hints,
+        });
+    }
     // The grid takes what it needs, up to three fifths of the body (or all but
     // seven rows, whichever is more), and leaves the rest to the GPUs and the log.
-    let needed = app.grid.rows.len() as u16 + 4;
+    let needed = app.grid.shown.len() as u16 + 4;
     let cap = (body_h * 3 / 5).max(body_h.saturating_sub(7));
     let grid_h = needed.min(cap).max(5);
     let grid = Rect::new(area.x, area.y + 2, area.width, grid_h);
@@ -179,14 +196,18 @@ pub fn draw(frame: &mut Frame, app: &App) {
     };
     header(frame, app, a.header);
     alert(frame, app, a.alert);
-    grid::draw(frame, app, a.grid);
+    if a.grid.area() > 0 {
+        grid::draw(frame, app, a.grid);
+    }
     if let Some(g) = a.gpu {
         gpu::draw(frame, app, g);
     }
-    log::draw(frame, app, a.log);
+    if a.log.area() > 0 {
+        log::draw(frame, app, a.log);
+    }
     hints(frame, app, a.hints);
     match &app.ui.overlay {
-        Overlay::None | Overlay::Search(_) => {}
+        Overlay::None | Overlay::Search(_) | Overlay::Filter(_) => {}
         Overlay::Help { scroll } => popup::help(frame, app, area, *scroll),
         Overlay::Details { scroll } => popup::details(frame, app, area, *scroll),
         Overlay::ConfirmQuit => popup::confirm_quit(frame, app, area),
@@ -435,6 +456,23 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
         frame.render_widget(Paragraph::new(line), area);
         return;
     }
+    if let Overlay::Filter(q) = &app.ui.overlay {
+        let n = app.grid.shown_configs().count();
+        let line = Line::from(vec![
+            Span::styled(" configs / ", t.hint_key),
+            Span::styled(format!(" {q}"), t.text),
+            Span::styled("_", t.hint_key),
+            Span::styled(
+                format!(
+                    "   {n} of {} shown   Enter: keep   Esc: show all",
+                    app.grid.configs.len()
+                ),
+                t.hint_text,
+            ),
+        ]);
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
     if app.ui.searching {
         let q = app.ui.last_search.as_deref().unwrap_or("");
         let mut line = vec![Span::styled(format!(" /{q} "), t.hint_key)];
@@ -480,6 +518,10 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
             label
         };
         if app.read_only() && engine_keys.contains(&b.key) {
+            continue;
+        }
+        // Only an attached view can detach.
+        if b.key == Key::Detach && !app.attached() {
             continue;
         }
         let Some(c) = chord(b.key) else { continue };

@@ -84,6 +84,15 @@ pub fn help(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
     }
     lines.push(Line::raw(""));
     lines.push(Line::styled(" Grid", t.title));
+    // What the column headings mean.
+    for text in [
+        " Rows are configs (server launches), grouped by phase; columns are cells:",
+        " the workload over its columns, then `8k c4` = a prompt of 8,192 tokens",
+        " (1k = 1,024) with 4 requests in flight (concurrency). A number that is",
+        " not a multiple of 1,024 is shown as is (`32760 c1`).",
+    ] {
+        lines.push(Line::styled(text, t.popup));
+    }
     let legend = [
         (sym.pending.to_string(), t.pending, "pending"),
         (format!("{} run", sym.spinner[0]), t.running, "running now"),
@@ -339,9 +348,20 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                 lines.push(kv(
                     app,
                     "context (target)",
-                    format!("{} tokens ({})", c.context, context_label(c.context)),
+                    format!(
+                        "{} tokens of prompt (`{}` in the column heading)",
+                        crate::model::thousands(c.context),
+                        context_label(c.context)
+                    ),
                 ));
-                lines.push(kv(app, "concurrency", c.concurrency.to_string()));
+                lines.push(kv(
+                    app,
+                    "concurrency",
+                    format!(
+                        "{} requests in flight (`c{}`)",
+                        c.concurrency, c.concurrency
+                    ),
+                ));
             }
             match app.selected_record() {
                 None => {
