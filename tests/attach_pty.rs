@@ -44,9 +44,12 @@ fn attach_pause_detach_reattach_resume_and_stop() {
     let mut term = attach(&tag, &dir);
     term.wait_for("tp1-ddtree-b8", Duration::from_secs(30));
     term.wait_for(" RUNNING", Duration::from_secs(30));
+    // The view says it watches a sweep running elsewhere, and how to leave.
+    term.wait_for("ATTACHED", Duration::from_secs(10));
+    term.wait_for(" detach ", Duration::from_secs(10));
     term.send("p");
     term.wait_until(Duration::from_secs(60), "the paused state", |s| {
-        s.contains(" PAUSED")
+        s.contains(" PAUSED") && s.contains("by you")
     });
     wait_until(Duration::from_secs(10), "the pause in events.jsonl", || {
         events(&run)
@@ -56,14 +59,22 @@ fn attach_pause_detach_reattach_resume_and_stop() {
     // Leave the view: the sweep keeps running (paused).
     term.send("d");
     assert!(term.wait_exit(Duration::from_secs(20)).success());
+    let left = term.screen();
+    assert!(
+        left.contains(
+            "detached: the sweep is still running; reattach with `sweeptop attach runs/d`"
+        ),
+        "{left}"
+    );
     assert!(
         !tagged_processes(&tag).is_empty(),
         "detaching must not stop the sweep"
     );
 
     let mut term = attach(&tag, &dir);
+    // A later view knows who paused: a viewer that is not this one.
     term.wait_until(Duration::from_secs(30), "the paused sweep", |s| {
-        s.contains(" PAUSED")
+        s.contains(" PAUSED") && s.contains("by another viewer")
     });
     let held = results(&run).len();
     term.send("p");

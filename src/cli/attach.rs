@@ -76,6 +76,14 @@ async fn connect(dir: &Path) -> Result<Connection> {
     })
 }
 
+/// What a viewer that leaves a running sweep is told.
+pub fn detached_message(dir: &Path) -> String {
+    format!(
+        "detached: the sweep is still running; reattach with `sweeptop attach {}`\n",
+        dir.display()
+    )
+}
+
 /// `--send` / `--headless`: steer or follow a running sweep without the dashboard.
 fn lines(dir: &Path, send: Option<Command>) -> Result<u8> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -98,7 +106,7 @@ fn lines(dir: &Path, send: Option<Command>) -> Result<u8> {
                     )))
                 }
             }
-            conn.send(cmd)
+            conn.send(cmd, Some("script"))
                 .await
                 .context(|| format!("cannot send the command to {}", dir.display()))?;
             return Ok(0);
@@ -163,7 +171,7 @@ fn dashboard(dir: &Path, view_args: &ViewArgs) -> Result<u8> {
                 },
                 req = commands.recv() => {
                     if let Some(req) = req {
-                        if writer.send(req.command).await.is_err() {
+                        if writer.send(req.command, Some(&req.source)).await.is_err() {
                             break;
                         }
                     }
@@ -177,13 +185,18 @@ fn dashboard(dir: &Path, view_args: &ViewArgs) -> Result<u8> {
         }
         // Commands typed just before leaving (a quit) still go out.
         while let Ok(req) = commands.try_recv() {
-            let _ = writer.send(req.command).await;
+            let _ = writer.send(req.command, Some(&req.source)).await;
         }
         dashboard.engine_done();
         let _ = tokio::task::spawn_blocking(move || dashboard.join()).await;
-        match refused {
-            Some(r) => Err(user(r)),
-            None => Ok(0),
+        if let Some(r) = refused {
+            return Err(user(r));
         }
+        // Left with `d` (or the window closed) while the sweep goes on: say
+        // so, and how to come back.
+        if crate::control::is_live(dir) {
+            super::print(&detached_message(dir))?;
+        }
+        Ok(0)
     })
 }

@@ -43,12 +43,12 @@ fn command() -> impl Strategy<Value = Command> {
 fn client_line() -> impl Strategy<Value = (Vec<u8>, Option<Command>)> {
     prop_oneof![
         4 => command().prop_map(|c| {
-            let line = serde_json::to_vec(&ClientMsg::Command { command: c.clone() }).unwrap();
+            let line = serde_json::to_vec(&ClientMsg::Command { command: c.clone(), from: None }).unwrap();
             (line, Some(c))
         }),
         1 => prop::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..200)
             .prop_map(|b| {
-                let c = serde_json::from_slice::<ClientMsg>(&b).ok().map(|ClientMsg::Command { command }| command);
+                let c = serde_json::from_slice::<ClientMsg>(&b).ok().map(|ClientMsg::Command { command, .. }| command);
                 (b, c)
             }),
         1 => prop_oneof![
@@ -128,7 +128,7 @@ proptest! {
     ) {
         let mut bytes = Vec::new();
         for c in &before {
-            bytes.extend(serde_json::to_vec(&ClientMsg::Command { command: c.clone() }).unwrap());
+            bytes.extend(serde_json::to_vec(&ClientMsg::Command { command: c.clone(), from: None }).unwrap());
             bytes.push(b'\n');
         }
         bytes.extend(std::iter::repeat_n(b' ', MAX_COMMAND as usize + pad));
@@ -141,9 +141,9 @@ proptest! {
 
     #[test]
     fn typed_and_json_forms_read_back_as_the_same_command(c in command(), text in "\\PC{0,100}") {
-        let json = crate::model::text::to_json_line(&ClientMsg::Command { command: c.clone() }).unwrap();
+        let json = crate::model::text::to_json_line(&ClientMsg::Command { command: c.clone(), from: None }).unwrap();
         let back: ClientMsg = serde_json::from_slice(&json).unwrap();
-        prop_assert_eq!(back, ClientMsg::Command { command: c.clone() });
+        prop_assert_eq!(back, ClientMsg::Command { command: c.clone(), from: None });
         let typed = match &c {
             Command::Retry { target } => format!("retry={target}"),
             Command::Exclude { config } => format!("exclude={config}"),

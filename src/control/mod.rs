@@ -6,7 +6,11 @@
 //! so far (`{"type":"event","event":{…}}`), then `{"type":"live"}`, then live events
 //! as they happen. A client sends commands, the same ones the keys produce:
 //! `{"type":"command","command":{"command":"pause"}}` (`resume`, `toggle_pause`,
-//! `skip_config`, `skip_cell`, `retry` + `target`, `exclude` + `config`, `quit`).
+//! `skip_config`, `skip_cell`, `retry` + `target`, `exclude` + `config`, `quit`),
+//! optionally with `"from"`: who sent it (`viewer PID` for an attached
+//! dashboard, `script` for `attach --send`), recorded as the command's source.
+//! Whenever the number of attached clients changes, every viewer gets a
+//! `viewers` event with the count.
 //! A client that falls behind is never waited for: its queue is bounded, and when it
 //! overflows the client gets `{"type":"resync"}` followed by a fresh snapshot once it
 //! reads again. Only the owner of the sweep may connect (peer uid checked).
@@ -56,7 +60,27 @@ pub enum ServerMsg {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMsg {
-    Command { command: Command },
+    Command {
+        command: Command,
+        /// Who sent it, recorded as the source (default `attach`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+    },
+}
+
+/// The source recorded for a client's command: its `from` when it is a
+/// short printable name, else `attach`.
+fn source_of(from: Option<String>) -> String {
+    match from {
+        Some(f)
+            if !f.is_empty()
+                && f.len() <= 64
+                && f.chars().all(|c| c.is_ascii_graphic() || c == ' ') =>
+        {
+            f
+        }
+        _ => "attach".into(),
+    }
 }
 
 /// Whether a connecting peer may steer the sweep: only its owner.
@@ -157,6 +181,7 @@ pub fn serve(
     });
     let dir = run_dir.to_path_buf();
     let mut events_rx = bus.events.subscribe();
+    let events_tx = bus.events.clone();
     let mut logs_rx = bus.logs.subscribe();
     let (hub_tx, mut hub_rx) = mpsc::channel::<HubMsg>(64);
     let task = tokio::spawn(async move {
@@ -169,6 +194,7 @@ pub fn serve(
             logs: VecDeque::new(),
         };
         let mut clients: Vec<Client> = Vec::new();
+        let mut told: usize = 0;
         let acceptor = tokio::spawn(accept_loop(listener, hello, hub_tx, commands));
         loop {
             tokio::select! {
@@ -223,6 +249,14 @@ pub fn serve(
                 },
             }
             clients.retain(|c| !c.tx.is_closed());
+            // Everyone (the sweep's own dashboard too) hears the new count;
+            // it comes back through `events_rx` to the clients.
+            if clients.len() != told {
+                told = clients.len();
+                let _ = events_tx.send(Event::Viewers {
+                    count: u32::try_from(told).unwrap_or(u32::MAX),
+                });
+            }
         }
         acceptor.abort();
     });
@@ -362,10 +396,11 @@ async fn read_commands(read: tokio::net::unix::OwnedReadHalf, commands: mpsc::Se
             Ok(_) if buf.last() != Some(&b'\n') && buf.len() as u64 >= MAX_COMMAND => break,
             Ok(_) => {}
         }
-        if let Ok(ClientMsg::Command { command }) = serde_json::from_slice::<ClientMsg>(&buf) {
+        if let Ok(ClientMsg::Command { command, from }) = serde_json::from_slice::<ClientMsg>(&buf)
+        {
             let req = Request {
                 command,
-                source: "attach".into(),
+                source: source_of(from),
             };
             if commands.send(req).await.is_err() {
                 break;
@@ -410,8 +445,9 @@ impl Connection {
         (self.messages, CommandWriter(self.commands))
     }
 
-    pub async fn send(&mut self, command: Command) -> io::Result<()> {
-        send_command(&mut self.commands, command).await
+    /// Send a command, saying who sends it (`None`: recorded as `attach`).
+    pub async fn send(&mut self, command: Command, from: Option<&str>) -> io::Result<()> {
+        send_command(&mut self.commands, command, from).await
     }
 }
 
@@ -419,16 +455,21 @@ impl Connection {
 pub struct CommandWriter(tokio::net::unix::OwnedWriteHalf);
 
 impl CommandWriter {
-    pub async fn send(&mut self, command: Command) -> io::Result<()> {
-        send_command(&mut self.0, command).await
+    pub async fn send(&mut self, command: Command, from: Option<&str>) -> io::Result<()> {
+        send_command(&mut self.0, command, from).await
     }
 }
 
 async fn send_command(
     w: &mut tokio::net::unix::OwnedWriteHalf,
     command: Command,
+    from: Option<&str>,
 ) -> io::Result<()> {
-    let mut s = serde_json::to_string(&ClientMsg::Command { command }).map_err(io::Error::other)?;
+    let msg = ClientMsg::Command {
+        command,
+        from: from.map(str::to_string),
+    };
+    let mut s = serde_json::to_string(&msg).map_err(io::Error::other)?;
     s.push('\n');
     w.write_all(s.as_bytes()).await
 }

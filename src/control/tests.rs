@@ -48,16 +48,48 @@ async fn socket_is_private_and_replays_history_then_live_events() {
     assert_eq!(next(&mut conn).await, ServerMsg::Event { event: notice(0) });
     assert_eq!(next(&mut conn).await, ServerMsg::Event { event: notice(1) });
     assert_eq!(next(&mut conn).await, ServerMsg::Live);
+    // The viewer count, told to everyone when a viewer comes or goes.
+    assert_eq!(
+        next(&mut conn).await,
+        ServerMsg::Event {
+            event: Event::Viewers { count: 1 }
+        }
+    );
     bus.events.send(notice(2)).unwrap();
     assert_eq!(next(&mut conn).await, ServerMsg::Event { event: notice(2) });
     // Commands reach the engine's channel, marked as coming from a viewer.
-    conn.send(Command::Pause).await.unwrap();
+    conn.send(Command::Pause, None).await.unwrap();
     let req = tokio::time::timeout(Duration::from_secs(5), rx.recv())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(req.command, Command::Pause);
     assert_eq!(req.source, "attach");
+    // A client may say who it is; anything odd is recorded as `attach`.
+    for (from, source) in [
+        (Some("viewer 42"), "viewer 42"),
+        (Some("script"), "script"),
+        (Some("bad\nname"), "attach"),
+    ] {
+        conn.send(Command::Resume, from).await.unwrap();
+        let req = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(req.source, source);
+    }
+    // A second viewer: both hear there are two.
+    let mut other = Connection::connect(&dir).await.unwrap();
+    loop {
+        if let ServerMsg::Event {
+            event: Event::Viewers { count },
+        } = next(&mut conn).await
+        {
+            assert_eq!(count, 2);
+            break;
+        }
+    }
+    drop(other.messages.recv().await);
     // A second sweep may not take over a live socket; a stale one is replaced.
     assert!(bind(&dir).await.is_err());
     drop(server);

@@ -77,6 +77,11 @@ pub enum Event {
         level: Level,
         message: String,
     },
+    /// How many attached views watch the sweep (not recorded; sent when it
+    /// changes).
+    Viewers {
+        count: u32,
+    },
     /// A GPU telemetry sample (kept in `gpu.jsonl`, not `events.jsonl`).
     Gpu {
         snapshot: GpuSnapshot,
@@ -118,7 +123,10 @@ pub enum LogMark {
 impl Event {
     /// Whether the event belongs in `events.jsonl`.
     pub fn persisted(&self) -> bool {
-        !matches!(self, Event::Log { .. } | Event::Gpu { .. })
+        !matches!(
+            self,
+            Event::Log { .. } | Event::Gpu { .. } | Event::Viewers { .. }
+        )
     }
 
     /// The time the event carries (log lines and GPU samples carry none).
@@ -137,7 +145,7 @@ impl Event {
             | Event::Notice { at, .. }
             | Event::SweepFinished { at, .. }
             | Event::SweepInterrupted { at, .. } => *at,
-            Event::Gpu { .. } | Event::Log { .. } => return None,
+            Event::Gpu { .. } | Event::Log { .. } | Event::Viewers { .. } => return None,
         })
     }
 }

@@ -285,6 +285,31 @@ impl App {
         matches!(self.mode, Mode::Attached { .. })
     }
 
+    /// The source this view's commands are recorded with: `key` for the
+    /// sweep's own dashboard, `viewer PID` for an attached one.
+    pub fn own_source(&self) -> String {
+        if self.attached() {
+            format!("viewer {}", std::process::id())
+        } else {
+            "key".into()
+        }
+    }
+
+    /// Who a command's source is, from this view: `you`, `another viewer`…
+    pub fn who(&self, source: &str) -> String {
+        if source == self.own_source() {
+            "you".into()
+        } else if source == "key" {
+            "the sweep's own dashboard".into()
+        } else if source.starts_with("viewer ") {
+            "another viewer".into()
+        } else if matches!(source, "script" | "attach") {
+            "a script (attach --send)".into()
+        } else {
+            source.to_string()
+        }
+    }
+
     /// Whether the sweep can still take commands.
     fn sweep_live(&self) -> bool {
         !self.read_only()
@@ -867,7 +892,7 @@ impl App {
         let sent = commands
             .try_send(Request {
                 command,
-                source: "key".into(),
+                source: self.own_source(),
             })
             .is_ok();
         if !sent {

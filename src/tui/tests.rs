@@ -672,6 +672,41 @@ fn snapshot_80x24() {
     let t = render(&mut app, 80, 24);
     let text = screen(&t);
     assert!(text.contains("ILL") || text.contains(FailureKind::CudaIllegalInstruction.badge()));
+    // What must survive 80 columns: state, progress, ETA, the counts, every
+    // key that steers the sweep, the GPUs' heat, and a mark on each row whose
+    // failures are scrolled off to the right.
+    let lines: Vec<&str> = text.lines().collect();
+    for want in ["RUNNING", "28/56 cells", "ETA 01:04", "tp1"] {
+        assert!(lines[0].contains(want), "{want}: {}", lines[0]);
+    }
+    assert!(lines[1].contains("18 ok 10 failed 28 left"), "{}", lines[1]);
+    assert!(
+        lines[1].contains("CUDA illegal instruction"),
+        "{}",
+        lines[1]
+    );
+    let hints = lines.last().unwrap();
+    for want in [
+        "p pause",
+        "s skip cfg",
+        "n skip cell",
+        "r retry",
+        "x exclude",
+        "e export",
+        "q quit",
+        "? help",
+    ] {
+        assert!(hints.contains(want), "{want}: {hints}");
+    }
+    assert!(text.contains("hottest 34C"), "{text}");
+    let baseline = lines
+        .iter()
+        .find(|l| l.contains("│ tp1-baseline "))
+        .unwrap();
+    assert!(
+        baseline.trim_end_matches(['│', '"', ' ']).ends_with('▶'),
+        "{baseline}"
+    );
     insta::assert_snapshot!("size_80x24", t.backend());
 }
 
@@ -1259,4 +1294,58 @@ fn zoom_gives_the_focused_pane_the_screen_and_long_log_lines_wrap() {
     );
     // Every config fits when the grid has the screen.
     assert!(text.contains("tp4-ddtree-b4"), "{text}");
+}
+
+#[test]
+fn an_attached_view_says_so_counts_viewers_and_names_who_paused() {
+    let mut s = running_story();
+    let at = Timestamp::from_unix_ms(
+        s.events
+            .iter()
+            .rev()
+            .find_map(|e| e.at())
+            .unwrap()
+            .unix_ms()
+            + 10,
+    );
+    s.events.push(Event::Viewers { count: 2 });
+    s.events.push(Event::Action {
+        at,
+        action: "toggle_pause".into(),
+        target: None,
+        source: "viewer 1".into(),
+    });
+    s.events.push(Event::Paused { at });
+    let (tx, _rx) = mpsc::channel(4);
+    let mut app = App::new(
+        s.view(),
+        Mode::Attached { commands: tx },
+        PathBuf::from("runs/demo"),
+        Keymap::default(),
+        Theme::dark(),
+        look(),
+    );
+    let text = screen(&render(&mut app, 120, 40));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].contains("ATTACHED · 2 viewers"), "{}", lines[0]);
+    assert!(lines[0].contains("by another viewer"), "{}", lines[0]);
+    // The first hint is how to leave without stopping the sweep.
+    let hints = lines.last().unwrap();
+    assert!(
+        hints.trim_start_matches(['"', ' ']).starts_with("d "),
+        "{hints}"
+    );
+    assert!(hints.contains("detach"), "{hints}");
+    // This viewer's own pause reads as "you"; the sweep's dashboard by name.
+    assert_eq!(app.who(&app.own_source()), "you");
+    assert_eq!(app.who("key"), "the sweep's own dashboard");
+    assert_eq!(app.who("script"), "a script (attach --send)");
+    // The sweep's own dashboard shows who is watching it.
+    let (mut own, _rx) = live(s.view());
+    let text = screen(&render(&mut own, 120, 40));
+    assert!(
+        text.lines().next().unwrap().contains("2 attached"),
+        "{text}"
+    );
+    assert!(!text.lines().last().unwrap().contains("detach"), "{text}");
 }

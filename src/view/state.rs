@@ -184,6 +184,12 @@ pub struct ViewState {
     pub servers: std::collections::BTreeMap<String, ServerMeta>,
     /// The newest event time seen (the clock of a recorded run).
     pub latest_at: Timestamp,
+    /// Attached views watching the sweep, as the sweep last said.
+    pub viewers: Option<u32>,
+    /// Who made the pause in force (an `Action`'s source), if it is known.
+    pub paused_by: Option<String>,
+    /// The source of the latest pause/resume action, for the `Paused` that follows.
+    pub pause_source: Option<String>,
 }
 
 /// The sweep state with the time of each change, so older events cannot undo newer ones.
@@ -360,8 +366,14 @@ impl ViewState {
             }
             Event::CellFinished { record, .. } => self.record((**record).clone()),
             Event::Action {
-                at, action, target, ..
+                at,
+                action,
+                target,
+                source,
             } => {
+                if matches!(action.as_str(), "pause" | "resume" | "toggle_pause") {
+                    self.pause_source = Some(source.clone());
+                }
                 match (action.as_str(), target) {
                     ("quit", _) if *at >= self.sweep.stopping_at => {
                         self.sweep.stopping = true;
@@ -393,6 +405,11 @@ impl ViewState {
                     }
                     self.sweep.paused = paused;
                     self.sweep.paused_at = *at;
+                    self.paused_by = if paused {
+                        self.pause_source.clone()
+                    } else {
+                        None
+                    };
                 }
                 self.note_current(ev);
             }
@@ -403,6 +420,7 @@ impl ViewState {
                 self.note_current(ev);
             }
             Event::Gpu { snapshot } => self.gpu_sample(snapshot),
+            Event::Viewers { count } => self.viewers = Some(*count),
             Event::Log { config, line, mark } => self.log.push(LogLine {
                 config: config.clone(),
                 text: display(line).into_owned(),

@@ -95,7 +95,10 @@ pub fn line(ev: &Event) -> Option<String> {
         Event::SweepInterrupted { reason, .. } => {
             format!("sweep interrupted ({reason}); resume with --resume")
         }
-        Event::CellStarted { .. } | Event::Log { .. } | Event::Gpu { .. } => return None,
+        Event::CellStarted { .. }
+        | Event::Log { .. }
+        | Event::Gpu { .. }
+        | Event::Viewers { .. } => return None,
     };
     // Server text (log lines, failure messages), plan names and control
     // clients' words all pass through here: one sanitiser for every line.

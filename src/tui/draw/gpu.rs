@@ -93,6 +93,22 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             }
             lines.push(Line::from(spans));
         }
+        // Packed rows have no room for temperature and power: the hottest
+        // GPU and the total draw on a row of their own when there is one.
+        if lines.len() < h {
+            let hottest = snap.gpus.iter().filter_map(|g| g.temp_c).max();
+            let power: Vec<f64> = snap.gpus.iter().filter_map(|g| g.power_w).collect();
+            let mut parts = Vec::new();
+            if let Some(c) = hottest {
+                parts.push(format!("hottest {c}C"));
+            }
+            if !power.is_empty() {
+                parts.push(format!("total {:.0}W", power.iter().sum::<f64>()));
+            }
+            if !parts.is_empty() {
+                lines.push(Line::styled(format!(" {}", parts.join(sym.sep)), t.dim));
+            }
+        }
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }

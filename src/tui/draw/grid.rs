@@ -241,6 +241,17 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                         spans.push(Span::styled(text.trim_start().to_string(), style));
                     }
                 }
+                // A failure in a column scrolled off to the right is marked at
+                // the row's end, so no failure is out of sight unannounced.
+                let hidden_failure = (left + shown_cols..g.columns.len()).any(|c| {
+                    matches!(
+                        g.cell(&app.view, app.value_mode(), *i, c),
+                        CellView::Failed { .. }
+                    )
+                });
+                if hidden_failure {
+                    spans.push(Span::styled(sym.more_right, t.failed));
+                }
                 lines.push(Line::from(spans));
             }
         }

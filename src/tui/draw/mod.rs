@@ -287,61 +287,94 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
     if shown == Shown::Paused && v.running.is_some() {
         badge = " PAUSING ".into();
     }
-    let read_only = matches!(app.mode, Mode::ReadOnly).then_some(" READ-ONLY ");
-    // Segments in order, each with a priority: lower numbers go last when space is short.
-    let mut segs: Vec<(u8, Vec<Span>)> = Vec::new();
+    let read_only = match app.mode {
+        Mode::ReadOnly => Some(" READ-ONLY ".to_string()),
+        // Watching from another terminal: say so, with how many watch.
+        Mode::Attached { .. } => Some(match v.viewers {
+            Some(n) if n > 1 => format!(" ATTACHED{}{n} viewers ", sym.sep),
+            _ => " ATTACHED ".to_string(),
+        }),
+        Mode::Live { .. } => match v.viewers {
+            Some(n) if n > 0 => Some(format!(" {n} attached ",)),
+            _ => None,
+        },
+    };
+    // Segments in order, each with a priority (lower numbers go first when
+    // space is short), in words and in a compact form for narrow terminals:
+    // state, progress and ETA outlast the phase and the elapsed time.
     let name = if v.plan_name.is_empty() {
         "sweeptop".to_string()
     } else {
         v.plan_name.clone()
     };
-    segs.push((9, vec![Span::styled(format!(" {name}"), t.header_accent)]));
-    if let Some(c) = &v.config {
-        segs.push((
-            4,
-            vec![Span::styled(format!("phase {}", c.phase), t.header)],
-        ));
-        let attempt = if c.attempt > 1 {
-            format!(" (attempt {})", c.attempt)
+    let build = |compact: bool| -> Vec<(u8, Vec<Span>)> {
+        let mut segs: Vec<(u8, Vec<Span>)> = Vec::new();
+        segs.push((9, vec![Span::styled(format!(" {name}"), t.header_accent)]));
+        if let Some(c) = &v.config {
+            let phase = if compact {
+                c.phase.clone()
+            } else {
+                format!("phase {}", c.phase)
+            };
+            segs.push((4, vec![Span::styled(phase, t.header)]));
+            let attempt = match (c.attempt > 1, compact) {
+                (false, _) => String::new(),
+                (true, false) => format!(" (attempt {})", c.attempt),
+                (true, true) => format!(" #{}", c.attempt),
+            };
+            let index = if compact {
+                format!("{}/{} ", c.index, c.total)
+            } else {
+                format!("config {}/{} ", c.index, c.total)
+            };
+            segs.push((
+                7,
+                vec![
+                    Span::styled(index, t.header),
+                    Span::styled(format!("{}{attempt}", c.id), t.header_accent),
+                ],
+            ));
+        } else if v.total_configs > 0 {
+            segs.push((
+                7,
+                vec![Span::styled(
+                    format!("{} configs", v.total_configs),
+                    t.header,
+                )],
+            ));
+        }
+        let cells = if compact {
+            format!("{}/{} cells", v.done(), v.total_cells)
         } else {
-            String::new()
+            format!("cells {}/{}", v.done(), v.total_cells)
         };
-        segs.push((
-            7,
-            vec![
-                Span::styled(format!("config {}/{} ", c.index, c.total), t.header),
-                Span::styled(format!("{}{attempt}", c.id), t.header_accent),
-            ],
-        ));
-    } else if v.total_configs > 0 {
-        segs.push((
-            7,
-            vec![Span::styled(
-                format!("{} configs", v.total_configs),
-                t.header,
-            )],
-        ));
-    }
-    segs.push((
-        8,
-        vec![Span::styled(
-            format!("cells {}/{}", v.done(), v.total_cells),
-            t.header,
-        )],
-    ));
-    if let Some(e) = v.elapsed_s(app.now) {
-        segs.push((
-            6,
-            vec![Span::styled(format!("elapsed {}", clock(e)), t.header)],
-        ));
-    }
-    if let Some(eta) = v.eta_s(app.now) {
-        segs.push((
-            5,
-            vec![Span::styled(format!("ETA {}", clock(eta)), t.header)],
-        ));
-    }
-    let right_w = badge.chars().count() + read_only.map_or(0, |r| r.chars().count());
+        segs.push((8, vec![Span::styled(cells, t.header)]));
+        if let Some(e) = v.elapsed_s(app.now) {
+            let text = if compact {
+                format!("{} in", clock(e))
+            } else {
+                format!("elapsed {}", clock(e))
+            };
+            segs.push((5, vec![Span::styled(text, t.header)]));
+        }
+        if let Some(eta) = v.eta_s(app.now) {
+            segs.push((
+                6,
+                vec![Span::styled(format!("ETA {}", clock(eta)), t.header)],
+            ));
+        }
+        if let (true, Some(by)) = (v.sweep.paused, &v.paused_by) {
+            let who = app.who(by);
+            let text = if compact {
+                format!("by {who}")
+            } else {
+                format!("paused by {who}")
+            };
+            segs.push((8, vec![Span::styled(text, t.header)]));
+        }
+        segs
+    };
+    let right_w = badge.chars().count() + read_only.as_ref().map_or(0, |r| r.chars().count());
     let avail = (area.width as usize).saturating_sub(right_w + 1);
     let width = |segs: &[(u8, Vec<Span>)]| -> usize {
         segs.iter()
@@ -349,6 +382,10 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
             .sum::<usize>()
             + segs.len().saturating_sub(1) * sym.sep.chars().count()
     };
+    let mut segs = build(false);
+    if width(&segs) > avail {
+        segs = build(true);
+    }
     while width(&segs) > avail && segs.len() > 1 {
         let drop = segs
             .iter()
@@ -381,7 +418,7 @@ fn alert(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme();
     let sym = app.symbols();
     let v = &app.view;
-    let counts = counts_line(app);
+    let mut counts = counts_line(app, false);
     let (text, style) = if let Some(f) = &app.ui.flash {
         let style = match f.level {
             Level::Info => t.message,
@@ -403,6 +440,16 @@ fn alert(frame: &mut Frame, app: &App, area: Rect) {
     } else {
         (String::new(), t.text)
     };
+    // The counts always show: compact, and the message cut to make room,
+    // when both do not fit.
+    let mut text = text;
+    if text.chars().count() + counts.chars().count() + 2 > area.width as usize {
+        counts = counts_line(app, true);
+        let room = (area.width as usize).saturating_sub(counts.chars().count() + 2);
+        if text.chars().count() > room && room > 1 {
+            text = text.chars().take(room - 1).collect::<String>() + "…";
+        }
+    }
     let text_w = text.chars().count();
     let counts_w = counts.chars().count();
     let mut spans = vec![Span::styled(text, style)];
@@ -421,8 +468,9 @@ fn alert(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// `41 ok · 14 failed · 1 skipped · 0 left`.
-fn counts_line(app: &App) -> String {
+/// `41 ok · 14 failed · 1 skipped · 0 left`; compact: `41 ok 14 failed 0 left`
+/// (skipped only when there are some).
+fn counts_line(app: &App, compact: bool) -> String {
     let v = &app.view;
     let mut n = [0usize; 3];
     for r in v.records.values() {
@@ -433,6 +481,14 @@ fn counts_line(app: &App) -> String {
         }] += 1;
     }
     let left = v.total_cells.saturating_sub(v.done());
+    if compact {
+        let skipped = if n[2] > 0 {
+            format!(" {} skip", n[2])
+        } else {
+            String::new()
+        };
+        return format!("{} ok {} failed{skipped} {left} left ", n[0], n[1]);
+    }
     let sep = app.symbols().sep;
     format!(
         "{} ok{sep}{} failed{sep}{} skipped{sep}{left} left ",
@@ -495,17 +551,15 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
         Focus::Log => "log",
     };
     let chord = |k: Key| app.keymap.chords(k).first().map(|c| c.to_string());
-    // Quit and help sit at the far right so they are never cut off.
-    let mut tail = vec![Span::styled(format!("focus: {focus} "), t.dim)];
-    for k in [Key::Quit, Key::Help] {
-        if let Some(c) = chord(k) {
-            let label = keymap::binding(k).hint.unwrap_or("");
-            tail.push(Span::styled(format!(" {c} "), t.hint_key));
-            tail.push(Span::styled(format!(" {label} "), t.hint_text));
+    // The hints in the order the keymap lists them, what this view can use.
+    let in_tail = [Key::Quit, Key::Help];
+    let mut wanted: Vec<(String, &str)> = Vec::new();
+    // An attached view says first how to leave it without stopping the sweep.
+    if app.attached() {
+        if let Some(c) = chord(Key::Detach) {
+            wanted.push((c, "detach"));
         }
     }
-    let tail_w: usize = tail.iter().map(|s| s.width()).sum();
-    let in_tail = [Key::Quit, Key::Help];
     for b in keymap::BINDINGS
         .iter()
         .filter(|b| !in_tail.contains(&b.key))
@@ -520,20 +574,76 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
         if app.read_only() && engine_keys.contains(&b.key) {
             continue;
         }
-        // Only an attached view can detach.
-        if b.key == Key::Detach && !app.attached() {
+        if b.key == Key::Detach {
             continue;
         }
-        let Some(c) = chord(b.key) else { continue };
-        let key = Span::styled(format!(" {c} "), t.hint_key);
-        let label = Span::styled(format!(" {label}  "), t.hint_text);
-        let w = key.width() + label.width();
+        if let Some(c) = chord(b.key) {
+            wanted.push((c, label));
+        }
+    }
+    let tail_keys: Vec<(String, &str)> = in_tail
+        .iter()
+        .filter_map(|&k| Some((chord(k)?, keymap::binding(k).hint.unwrap_or(""))))
+        .collect();
+    // Roomy (keys boxed, the focus named) when every key the sweep takes
+    // fits; compact (`p pause  s skip cfg`) when not, so 80 columns still
+    // show pause, skip, retry, exclude and export.
+    let roomy = |(c, l): &(String, &str), last: bool| {
+        vec![
+            Span::styled(format!(" {c} "), t.hint_key),
+            Span::styled(
+                format!(" {l}{}", if last { " " } else { "  " }),
+                t.hint_text,
+            ),
+        ]
+    };
+    let compact = |(c, l): &(String, &str), last: bool| {
+        vec![
+            Span::styled(c.clone(), t.hint_key),
+            Span::styled(
+                format!(" {l}{}", if last { " " } else { "  " }),
+                t.hint_text,
+            ),
+        ]
+    };
+    let essential = wanted.iter().take_while(|(_, l)| *l != "details").count();
+    let width_of = |spans: &[Span]| spans.iter().map(|s| s.width()).sum::<usize>();
+    let roomy_tail: Vec<Span> = std::iter::once(Span::styled(format!("focus: {focus} "), t.dim))
+        .chain(tail_keys.iter().flat_map(|k| roomy(k, true)))
+        .collect();
+    let roomy_need: usize = wanted[..essential]
+        .iter()
+        .map(|k| width_of(&roomy(k, false)))
+        .sum::<usize>()
+        + width_of(&roomy_tail);
+    let is_compact = roomy_need > width;
+    let style = |k: &(String, &str), last: bool| {
+        if is_compact {
+            compact(k, last)
+        } else {
+            roomy(k, last)
+        }
+    };
+    let tail: Vec<Span> = if is_compact {
+        std::iter::once(Span::raw(" "))
+            .chain(tail_keys.iter().flat_map(|k| compact(k, true)))
+            .collect()
+    } else {
+        roomy_tail
+    };
+    let tail_w = width_of(&tail);
+    if is_compact {
+        spans.push(Span::raw(" "));
+        used += 1;
+    }
+    for k in &wanted {
+        let parts = style(k, false);
+        let w = width_of(&parts);
         if used + w + tail_w > width {
             break;
         }
         used += w;
-        spans.push(key);
-        spans.push(label);
+        spans.extend(parts);
     }
     spans.push(Span::raw(" ".repeat(width.saturating_sub(used + tail_w))));
     spans.extend(tail);
