@@ -237,12 +237,16 @@ pub struct ViewArgs {
     /// ASCII characters only (automatic when the locale is not UTF-8).
     #[arg(long)]
     pub ascii: bool,
+    /// Mouse: a click selects a cell or a pane, the wheel scrolls (off by
+    /// default, so the terminal's own text selection keeps working).
+    #[arg(long)]
+    pub mouse: bool,
 }
 
 impl ViewArgs {
     /// The dashboard's settings; a bad keys or theme file is the user's to fix.
     fn setup(&self, show_gpu: bool) -> Result<crate::tui::Setup> {
-        crate::tui::Setup::load(self.theme.as_deref(), self.ascii, show_gpu)
+        crate::tui::Setup::load(self.theme.as_deref(), self.ascii, self.mouse, show_gpu)
             .map_err(|e| user(e.to_string()))
     }
 }

@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crossterm::event::{KeyCode, KeyEvent};
+use crossterm::event::{KeyCode, KeyEvent, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::Position;
 use tokio::sync::mpsc;
 
 use super::draw;
@@ -38,6 +39,17 @@ pub enum Action {
     EventsMissed,
     /// The view fell behind the server log by this many lines.
     LogsMissed(u64),
+    /// A left click (`--mouse`) on a pane, at a screen position.
+    Click {
+        pane: Focus,
+        column: u16,
+        row: u16,
+    },
+    /// The mouse wheel over a pane.
+    Wheel {
+        pane: Focus,
+        up: bool,
+    },
     /// The clock.
     Tick(Timestamp),
     Resize(u16, u16),
@@ -72,6 +84,9 @@ pub enum Mode {
 pub enum Focus {
     Grid,
     Log,
+    /// The GPU panel: nothing to move in it, but `z` zooms it to a chart
+    /// per GPU.
+    Gpu,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +186,8 @@ pub struct Look {
     pub ascii: bool,
     /// The GPU panel is shown (not with `--no-gpu`).
     pub show_gpu: bool,
+    /// Clicks and the wheel are read (`--mouse`).
+    pub mouse: bool,
 }
 
 pub struct App {
@@ -361,6 +378,62 @@ impl App {
         }
     }
 
+    /// The action a mouse event asks for (`--mouse`): a click focuses the
+    /// pane under it and, in the grid, selects the cell (or the row label);
+    /// the wheel scrolls what is under it.
+    pub fn on_mouse(&self, ev: &MouseEvent) -> Option<Action> {
+        if !matches!(self.ui.overlay, Overlay::None) {
+            return match ev.kind {
+                MouseEventKind::ScrollUp => Some(Action::Key(Key::Up)),
+                MouseEventKind::ScrollDown => Some(Action::Key(Key::Down)),
+                MouseEventKind::Down(_) => Some(Action::Cancel),
+                _ => None,
+            };
+        }
+        let areas = draw::layout(self)?;
+        let at = Position::new(ev.column, ev.row);
+        let pane = if areas.grid.contains(at) {
+            Focus::Grid
+        } else if areas.log.contains(at) {
+            Focus::Log
+        } else if areas.gpu.is_some_and(|g| g.contains(at)) {
+            Focus::Gpu
+        } else {
+            return None;
+        };
+        match ev.kind {
+            MouseEventKind::Down(MouseButton::Left) => Some(Action::Click {
+                pane,
+                column: ev.column,
+                row: ev.row,
+            }),
+            MouseEventKind::ScrollUp => Some(Action::Wheel { pane, up: true }),
+            MouseEventKind::ScrollDown => Some(Action::Wheel { pane, up: false }),
+            _ => None,
+        }
+    }
+
+    /// The grid cell at a screen position: the config and the column
+    /// (`None`: its row label).
+    fn grid_cell_at(&self, column: u16, row: u16) -> Option<(usize, Option<usize>)> {
+        let areas = draw::layout(self)?;
+        let geo = draw::grid::geometry(areas.grid, self);
+        // Inside the border, below the two heading rows.
+        let y = usize::from(row.checked_sub(areas.grid.y + 1 + 2)?);
+        let x = usize::from(column.checked_sub(areas.grid.x + 1)?);
+        let config = match self.grid.shown.get(self.ui.grid_top + y)? {
+            Row::Config(c) => *c,
+            Row::Phase(_) => return None,
+        };
+        let col = if x < geo.label_w {
+            None
+        } else {
+            let c = self.ui.grid_left + (x - geo.label_w) / (geo.col_w + 1);
+            (c < self.grid.columns.len()).then_some(c)?.into()
+        };
+        Some((config, col))
+    }
+
     /// Log lines that arrived but are not on screen yet.
     pub fn log_hidden(&self) -> usize {
         (self.view.log.pushed.saturating_sub(self.ui.log_shown) as usize)
@@ -386,6 +459,26 @@ impl App {
         }
         match action {
             Action::Key(k) => self.key(k),
+            Action::Click { pane, column, row } => {
+                self.ui.focus = pane;
+                if pane == Focus::Grid {
+                    if let Some((config, col)) = self.grid_cell_at(column, row) {
+                        self.ui.track_running = false;
+                        self.ui.sel_config = config;
+                        self.ui.sel_col = col;
+                        self.selection_moved();
+                    }
+                }
+                Redraw::Now
+            }
+            Action::Wheel { pane, up } => {
+                let focus = std::mem::replace(&mut self.ui.focus, pane);
+                for _ in 0..3 {
+                    self.step(if up { Key::Up } else { Key::Down });
+                }
+                self.ui.focus = focus;
+                Redraw::Now
+            }
             Action::Confirm => {
                 self.ui.overlay = Overlay::None;
                 if self.sweep_live() {
@@ -696,11 +789,12 @@ impl App {
                         }
                         self.clamp_log();
                     }
+                    Focus::Gpu => {}
                 }
                 Redraw::Now
             }
             // The details are of the selected cell: from the grid only.
-            Key::Details if self.ui.focus == Focus::Log => Redraw::No,
+            Key::Details if self.ui.focus != Focus::Grid => Redraw::No,
             Key::Details => {
                 self.ui.overlay = Overlay::Details { scroll: 0 };
                 Redraw::Now
@@ -708,7 +802,8 @@ impl App {
             Key::Focus => {
                 self.ui.focus = match self.ui.focus {
                     Focus::Grid => Focus::Log,
-                    Focus::Log => Focus::Grid,
+                    Focus::Log if self.look.show_gpu => Focus::Gpu,
+                    Focus::Log | Focus::Gpu => Focus::Grid,
                 };
                 Redraw::Now
             }
@@ -722,7 +817,7 @@ impl App {
             Key::Search => {
                 self.ui.overlay = match self.ui.focus {
                     Focus::Grid => Overlay::Filter(self.ui.arrange.name.clone()),
-                    Focus::Log => Overlay::Search(String::new()),
+                    Focus::Log | Focus::Gpu => Overlay::Search(String::new()),
                 };
                 Redraw::Now
             }
@@ -1053,6 +1148,7 @@ impl App {
                 self.ui.follow = self.ui.log_back == 0;
                 self.clamp_log();
             }
+            Focus::Gpu => {}
         }
     }
 

@@ -177,7 +177,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         key: Key::Focus,
         name: "focus",
-        help: "move focus between the grid and the log",
+        help: "move focus: grid, log, GPUs (z zooms the focused one)",
         defaults: &["tab"],
         hint: Some("focus"),
     },

@@ -50,7 +50,12 @@ impl Setup {
     /// The user's keys file and the theme (`--theme`: a name or a path, else
     /// the default; `NO_COLOR` means mono), ASCII when asked or when the locale
     /// is not UTF-8. The error names the file and the problem.
-    pub fn load(theme: Option<&str>, ascii: bool, show_gpu: bool) -> Result<Setup, SetupError> {
+    pub fn load(
+        theme: Option<&str>,
+        ascii: bool,
+        mouse: bool,
+        show_gpu: bool,
+    ) -> Result<Setup, SetupError> {
         let dir = theme::user_config_dir();
         let keys = dir.as_ref().map(|d| d.join("keys.toml"));
         let keymap = Keymap::load(keys.as_deref())?;
@@ -62,6 +67,7 @@ impl Setup {
             look: Look {
                 ascii: ascii || !locale_is_utf8(),
                 show_gpu,
+                mouse,
             },
         })
     }
@@ -88,6 +94,7 @@ pub fn show_recorded(
     setup: Setup,
     warning: Option<String>,
 ) -> std::io::Result<i32> {
+    let mouse = setup.look.mouse;
     let mut app = App::new(
         view,
         Mode::ReadOnly,
@@ -101,7 +108,7 @@ pub fn show_recorded(
     }
     let (tx, rx) = sync_channel::<Input>(256);
     let stop = Arc::new(AtomicBool::new(false));
-    let guard = terminal::Guard::enter()?;
+    let guard = terminal::Guard::enter(mouse)?;
     terminal::spawn_input_reader(tx, stop.clone());
     let end = terminal::frame_loop(&mut app, &rx, false);
     stop.store(true, Ordering::SeqCst);
@@ -138,7 +145,7 @@ impl Dashboard {
         setup: Setup,
         attached: bool,
     ) -> std::io::Result<Dashboard> {
-        let guard = terminal::Guard::enter()?;
+        let guard = terminal::Guard::enter(setup.look.mouse)?;
         let (tx, rx) = sync_channel::<Input>(INPUT_QUEUE);
         let (done_tx, done_rx) = oneshot::channel();
         tokio::spawn(forward_events(bus.events.subscribe(), tx.clone(), done_rx));

@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
-use crossterm::event::{KeyEvent, KeyEventKind};
+use crossterm::event::{KeyEvent, KeyEventKind, MouseEvent};
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use crossterm::{cursor, event, execute, queue, terminal};
 use ratatui::backend::CrosstermBackend;
@@ -37,6 +37,8 @@ pub enum Input {
     EventsMissed,
     LogsMissed(u64),
     Key(KeyEvent),
+    /// Only with `--mouse`.
+    Mouse(MouseEvent),
     Resize(u16, u16),
     /// The terminal went away (SIGHUP, or reading it failed).
     Hangup,
@@ -64,6 +66,9 @@ pub fn note_hangup() {
     HUNG_UP.store(true, Ordering::SeqCst);
 }
 
+/// Mouse reporting was turned on (`--mouse`) and must be turned off.
+static MOUSE: AtomicBool = AtomicBool::new(false);
+
 /// Leave raw mode and the alternate screen. Safe to call any number of times,
 /// from any thread; errors are ignored (the terminal may be gone).
 pub fn restore() {
@@ -71,6 +76,9 @@ pub fn restore() {
         let _ = terminal::disable_raw_mode();
         if !hung_up() {
             let mut out = io::stdout();
+            if MOUSE.swap(false, Ordering::SeqCst) {
+                let _ = execute!(out, event::DisableMouseCapture);
+            }
             let _ = execute!(
                 out,
                 EndSynchronizedUpdate,
@@ -97,7 +105,9 @@ pub fn install_panic_hook() {
 pub struct Guard(());
 
 impl Guard {
-    pub fn enter() -> io::Result<Guard> {
+    /// `mouse`: report clicks and the wheel (off by default, so the
+    /// terminal's own text selection keeps working).
+    pub fn enter(mouse: bool) -> io::Result<Guard> {
         install_panic_hook();
         terminal::enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
@@ -105,6 +115,13 @@ impl Guard {
         if let Err(e) = execute!(out, terminal::EnterAlternateScreen, cursor::Hide) {
             restore();
             return Err(e);
+        }
+        if mouse {
+            MOUSE.store(true, Ordering::SeqCst);
+            if let Err(e) = execute!(out, event::EnableMouseCapture) {
+                restore();
+                return Err(e);
+            }
         }
         Ok(Guard(()))
     }
@@ -190,6 +207,7 @@ pub fn spawn_input_reader(tx: SyncSender<Input>, stop: Arc<AtomicBool>) {
                             Input::Key(k)
                         }
                         Ok(event::Event::Resize(w, h)) => Input::Resize(w, h),
+                        Ok(event::Event::Mouse(m)) => Input::Mouse(m),
                         Ok(_) => continue,
                         Err(_) => Input::Hangup,
                     };
@@ -256,6 +274,10 @@ fn handle(app: &mut App, input: Input) -> Result<Redraw, LoopEnd> {
             None => Redraw::No,
         },
         Input::Resize(w, h) => app.update(Action::Resize(w, h)),
+        Input::Mouse(m) => match app.on_mouse(&m) {
+            Some(a) => app.update(a),
+            None => Redraw::No,
+        },
         Input::Hangup => return Err(LoopEnd::Detached),
         // Before the end the signal stops the sweep, and the view closes
         // when it has shown how it ended.

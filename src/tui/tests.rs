@@ -326,6 +326,7 @@ fn look() -> Look {
     Look {
         ascii: false,
         show_gpu: true,
+        mouse: false,
     }
 }
 
@@ -755,6 +756,7 @@ fn ascii_mode_draws_no_block_or_braille_characters() {
         Look {
             ascii: true,
             show_gpu: true,
+            mouse: false,
         },
     );
     app.update(Action::Tick(at(40)));
@@ -764,6 +766,18 @@ fn ascii_mode_draws_no_block_or_braille_characters() {
         assert!(ch.is_ascii(), "non-ASCII {ch:?} in ASCII mode\n{text}");
     }
     insta::assert_snapshot!("ascii", t.backend());
+    // At 80x24 too, with the essentials, and a zoomed GPU chart.
+    let small = screen(&render(&mut app, 80, 24));
+    assert!(small.is_ascii(), "{small}");
+    for want in ["ETA", "r retry", "x exclude", "q quit"] {
+        assert!(small.contains(want), "{want}:\n{small}");
+    }
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Char('z'));
+    let chart = screen(&render(&mut app, 80, 24));
+    assert!(chart.is_ascii(), "{chart}");
+    assert!(chart.contains("100%"), "{chart}");
 }
 
 #[test]
@@ -1285,6 +1299,8 @@ fn zoom_gives_the_focused_pane_the_screen_and_long_log_lines_wrap() {
         "{text}"
     );
     press(&mut app, KeyCode::Char('z'));
+    // Tab goes on to the GPUs, then back to the grid.
+    press(&mut app, KeyCode::Tab);
     press(&mut app, KeyCode::Tab);
     press(&mut app, KeyCode::Char('z'));
     let text = screen(&render(&mut app, 80, 24));
@@ -1348,4 +1364,77 @@ fn an_attached_view_says_so_counts_viewers_and_names_who_paused() {
         "{text}"
     );
     assert!(!text.lines().last().unwrap().contains("detach"), "{text}");
+}
+
+#[test]
+fn with_the_mouse_a_click_selects_a_cell_and_the_wheel_scrolls() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let (mut app, _rx) = live(crash_story().view());
+    app.update(Action::Resize(120, 40));
+    let mouse = |app: &mut App, kind, column, row| {
+        let ev = MouseEvent {
+            kind,
+            column,
+            row,
+            modifiers: KeyModifiers::NONE,
+        };
+        if let Some(a) = app.on_mouse(&ev) {
+            app.update(a);
+        }
+    };
+    // Find tp1-dflash's row and the `8k c1` column on the screen.
+    let text = screen(&render(&mut app, 120, 40));
+    let lines: Vec<&str> = text.lines().collect();
+    let row = lines
+        .iter()
+        .position(|l| l.contains("│ tp1-dflash "))
+        .unwrap() as u16;
+    let heading = lines.iter().position(|l| l.contains("8k c1")).unwrap();
+    let column = lines[heading].find("8k c1").unwrap() as u16;
+    // (Lines are quoted: one character before the screen's first column.)
+    mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        column,
+        row,
+    );
+    assert_eq!(app.grid.configs[app.ui.sel_config].id, "tp1-dflash");
+    assert_eq!(app.ui.sel_col, Some(2));
+    assert_eq!(app.ui.focus, super::app::Focus::Grid);
+    // A click on a row label selects the whole config.
+    mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 4, row);
+    assert_eq!(app.ui.sel_col, None);
+    // The wheel over the log scrolls it back; a click there focuses it.
+    let log_row = lines.iter().position(|l| l.contains("Server log")).unwrap() as u16 + 2;
+    mouse(&mut app, MouseEventKind::ScrollUp, 100, log_row);
+    assert_eq!(app.ui.log_back, 3);
+    assert_eq!(app.ui.focus, super::app::Focus::Grid);
+    mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        100,
+        log_row,
+    );
+    assert_eq!(app.ui.focus, super::app::Focus::Log);
+}
+
+#[test]
+fn the_gpu_panel_zoomed_draws_a_utilisation_chart_per_gpu() {
+    let mut s = crash_story();
+    for k in 0..30 {
+        s.events.push(gpu_event(2, &[0], k));
+    }
+    let (mut app, _rx) = live(s.view());
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.ui.focus, super::app::Focus::Gpu);
+    press(&mut app, KeyCode::Char('z'));
+    let text = screen(&render(&mut app, 80, 24));
+    assert!(
+        !text.contains("Results") && !text.contains("Server log"),
+        "{text}"
+    );
+    assert!(text.contains("100%") && text.contains("  0%"), "{text}");
+    // GPU 0 is busy: its chart has full bars; GPU 1 idle has none.
+    assert!(text.contains("█"), "{text}");
 }

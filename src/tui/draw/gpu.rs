@@ -37,7 +37,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         Some(s) if s.is_live() => format!(" GPUs{}{}{when} ", sym.sep, s.label()),
         _ => format!(" GPUs{when} "),
     };
-    let block = app.block(title, false);
+    let block = app.block(title, app.ui.focus == crate::tui::app::Focus::Gpu);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let snap = match (&gpu.latest, status) {
@@ -73,14 +73,40 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let n = snap.gpus.len();
     let (w, h) = (inner.width as usize, inner.height as usize);
     let mut lines: Vec<Line> = Vec::new();
-    if n < 8 && n * 3 <= h && w >= 40 {
+    // Zoomed (Tab to the GPUs, then `z`), every GPU gets the full form and,
+    // with the rows to spare, a utilisation chart as nvtop draws it.
+    let zoomed = app.ui.zoom && app.ui.focus == crate::tui::app::Focus::Gpu;
+    if (n < 8 || zoomed) && n * 3 <= h && w >= 40 {
+        let chart_h = ((h - n * 3) / n).min(12);
         for g in &snap.gpus {
             lines.extend(full(app, g, active.contains(&g.index), w));
+            if chart_h >= 3 {
+                lines.extend(chart(app, g.index, w, chart_h));
+            }
         }
     } else if n <= h {
         let columns = Columns::fit(&snap.gpus, w);
         for g in &snap.gpus {
             lines.push(compact(app, g, active.contains(&g.index), &columns));
+        }
+        // Zoomed with rows to spare: the running config's GPUs (else all)
+        // as one chart of their mean utilisation.
+        if zoomed && h - n >= 5 {
+            let which: Vec<u32> = if active.is_empty() {
+                snap.gpus.iter().map(|g| g.index).collect()
+            } else {
+                active.clone()
+            };
+            let list = which
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            lines.push(Line::styled(
+                format!(" mean utilisation of GPU {list}"),
+                t.dim,
+            ));
+            lines.extend(mean_chart(app, &which, w, h - n - 1));
         }
     } else {
         // Several GPUs per row.
@@ -185,6 +211,82 @@ fn marker(app: &App, active: bool) -> Span<'static> {
     } else {
         Span::raw(" ")
     }
+}
+
+/// The utilisation history as a bar chart `h` rows high, newest sample at
+/// the right, one column per sample, with a 0-100 % scale on the left.
+fn chart(app: &App, index: u32, w: usize, h: usize) -> Vec<Line<'static>> {
+    let series: Vec<Option<u8>> = app
+        .view
+        .gpu
+        .util
+        .get(&index)
+        .map(|h| h.iter().copied().collect())
+        .unwrap_or_default();
+    bars(app, &series, w, h)
+}
+
+/// The mean utilisation of some GPUs over time: one chart for many GPUs
+/// when each cannot have its own.
+fn mean_chart(app: &App, indices: &[u32], w: usize, h: usize) -> Vec<Line<'static>> {
+    let histories: Vec<_> = indices
+        .iter()
+        .filter_map(|i| app.view.gpu.util.get(i))
+        .collect();
+    let len = histories.iter().map(|h| h.len()).max().unwrap_or(0);
+    let series: Vec<Option<u8>> = (0..len)
+        .map(|k| {
+            // Aligned at the newest sample.
+            let vals: Vec<u32> = histories
+                .iter()
+                .filter_map(|h| {
+                    let at = (k + h.len()).checked_sub(len)?;
+                    h.get(at).copied().flatten().map(u32::from)
+                })
+                .collect();
+            let n = u32::try_from(vals.len()).ok().filter(|n| *n > 0)?;
+            u8::try_from(vals.iter().sum::<u32>() / n).ok()
+        })
+        .collect();
+    bars(app, &series, w, h)
+}
+
+fn bars(app: &App, series: &[Option<u8>], w: usize, h: usize) -> Vec<Line<'static>> {
+    let t = app.theme();
+    let ascii = app.look.ascii;
+    let gutter = 6;
+    let cols = w.saturating_sub(gutter + 1);
+    let history = &series[series.len().saturating_sub(cols)..];
+    let pad = cols.saturating_sub(history.len());
+    // Eighths of a row for each filled level; the top level is a full row.
+    const EIGHTHS: [&str; 9] = [" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
+    (0..h)
+        .map(|row| {
+            let scale = match row {
+                0 => "100% ",
+                r if r == h - 1 => "  0% ",
+                r if r == h / 2 => " 50% ",
+                _ => "     ",
+            };
+            // Eighths below this row's bottom edge.
+            let below = (h - 1 - row) * 8;
+            let mut bars = " ".repeat(pad);
+            for u in history {
+                let filled = u.map_or(0, |u| (usize::from(u) * h * 8 + 50) / 100);
+                let level = filled.saturating_sub(below).min(8);
+                bars.push_str(match (ascii, level) {
+                    (false, l) => EIGHTHS[l],
+                    (true, 8) => "#",
+                    (true, l) if l >= 4 => "+",
+                    (true, _) => " ",
+                });
+            }
+            Line::from(vec![
+                Span::styled(format!(" {scale}"), t.dim),
+                Span::styled(bars, t.sparkline),
+            ])
+        })
+        .collect()
 }
 
 /// The last `w` utilisation samples as a sparkline.

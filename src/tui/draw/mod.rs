@@ -52,15 +52,16 @@ pub fn areas(area: Rect, app: &App) -> Option<Areas> {
     if app.ui.zoom {
         // The focused pane takes the body; the others have no room.
         let none = Rect::new(area.x, area.y + 2, 0, 0);
-        let (grid, log) = match app.ui.focus {
-            Focus::Grid => (body, none),
-            Focus::Log => (none, body),
+        let (grid, gpu, log) = match app.ui.focus {
+            Focus::Grid => (body, None, none),
+            Focus::Log => (none, None, body),
+            Focus::Gpu => (none, Some(body), none),
         };
         return Some(Areas {
             header,
             alert,
             grid,
-            gpu: None,
+            gpu,
             log,
             hints,
         });
@@ -549,6 +550,7 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
     let focus = match app.ui.focus {
         Focus::Grid => "grid",
         Focus::Log => "log",
+        Focus::Gpu => "GPUs",
     };
     let chord = |k: Key| app.keymap.chords(k).first().map(|c| c.to_string());
     // The hints in the order the keymap lists them, what this view can use.
