@@ -2,7 +2,7 @@
 //! and the CPU of its threads, measured on the real binary running the demo on a
 //! 120×40 pseudo-terminal (8 simulated GPUs).
 //!
-//! Run: `cargo bench --bench tui_ssh` (release build). Optional arguments:
+//! Run: `cargo bench --bench tui_ssh` (release build). Optional arguments after `--`:
 //! `COLS ROWS`. Prints one line per second of the sweep, then a summary with
 //! the targets (≤ 4 KB/s at steady state, dashboard threads ≤ 2 % of a core) and
 //! the last screen.

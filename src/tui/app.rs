@@ -328,7 +328,7 @@ impl App {
     }
 
     /// Whether the sweep can still take commands.
-    fn sweep_live(&self) -> bool {
+    pub fn sweep_live(&self) -> bool {
         !self.read_only()
             && !self.engine_done
             && !matches!(

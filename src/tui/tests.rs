@@ -881,6 +881,21 @@ fn a_finished_sweep_stays_on_screen_until_the_user_leaves() {
     assert!(!app.exit);
     let t = render(&mut app, 120, 40);
     assert!(screen(&t).contains(" FINISHED "));
+    // Keys that steer a sweep are not offered once it is over.
+    let text = screen(&t);
+    let hints = text.lines().last().unwrap();
+    assert!(
+        !hints.contains("pause") && !hints.contains("skip"),
+        "{hints}"
+    );
+    // At 80 columns scrolled right, failures to the left are marked too.
+    press(&mut app, KeyCode::Char('G'));
+    for _ in 0..8 {
+        press(&mut app, KeyCode::Right);
+    }
+    let text = screen(&render(&mut app, 80, 24));
+    let b8 = text.lines().find(|l| l.contains("ILL-INSTR")).unwrap();
+    assert!(b8.contains("◀tp1-ddtree-b8"), "{text}");
     // No question: the sweep is over.
     press(&mut app, KeyCode::Char('q'));
     assert!(app.exit);

@@ -219,9 +219,23 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                 if selected_row && app.ui.sel_col.is_none() {
                     label_style = label_style.patch(t.selected);
                 }
-                let marker = if is_current { sym.current } else { " " };
+                // A failure in a column scrolled off to the left is marked
+                // where the running config's marker would be.
+                let failed_at = |c: usize| {
+                    matches!(
+                        g.cell(&app.view, app.value_mode(), *i, c),
+                        CellView::Failed { .. }
+                    )
+                };
+                let (marker, marker_style) = if is_current {
+                    (sym.current, t.current_row)
+                } else if (0..left).any(failed_at) {
+                    (sym.more_left, t.failed)
+                } else {
+                    (" ", t.current_row)
+                };
                 let mut spans = vec![
-                    Span::styled(marker.to_string(), t.current_row),
+                    Span::styled(marker.to_string(), marker_style),
                     Span::styled(fit(&cfg.id, geo.label_w - 1, false), label_style),
                 ];
                 for c in cols.clone() {
@@ -243,13 +257,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                 }
                 // A failure in a column scrolled off to the right is marked at
                 // the row's end, so no failure is out of sight unannounced.
-                let hidden_failure = (left + shown_cols..g.columns.len()).any(|c| {
-                    matches!(
-                        g.cell(&app.view, app.value_mode(), *i, c),
-                        CellView::Failed { .. }
-                    )
-                });
-                if hidden_failure {
+                if (left + shown_cols..g.columns.len()).any(failed_at) {
                     spans.push(Span::styled(sym.more_right, t.failed));
                 }
                 lines.push(Line::from(spans));

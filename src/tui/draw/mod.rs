@@ -573,7 +573,8 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
         } else {
             label
         };
-        if app.read_only() && engine_keys.contains(&b.key) {
+        // A recorded or ended sweep takes no commands: no keys for them.
+        if !app.sweep_live() && engine_keys.contains(&b.key) {
             continue;
         }
         if b.key == Key::Detach {
