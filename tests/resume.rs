@@ -106,3 +106,67 @@ fn ctrl_c_stops_the_server_keeps_results_and_exits_nonzero() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_finished_run_says_nothing_is_left_and_retries_what_it_is_told() {
+    let dir = scratch("resume-retry");
+    let tag = format!("resume-retry-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
+    // Two configs: one healthy, one whose server crashes on its first request.
+    let plan = format!(
+        "{TINY_PLAN}vars = {{ fault = \"\" }}\nmatrix = {{ kind = [\"ok\", \"crash\"] }}\n\
+         [[phases.set]]\nwhen = {{ kind = \"crash\" }}\n\
+         vars = {{ fault = \"--fault crash:cuda_illegal_instruction@1\" }}\n"
+    )
+    .replace("--itl-ms 2\"", "--itl-ms 2 {fault}\"");
+    let (run, _) = run_plan(&dir, &tag, &plan, Duration::from_secs(120));
+    let before = results(&run);
+    let failed: Vec<String> = before
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .map(|r| r["cell"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(failed.len(), 1, "{before:?}");
+    assert_eq!(before.len(), 2);
+
+    // Resuming a complete run runs nothing and says how to retry.
+    let mut cmd = sweeptop(&tag);
+    cmd.args(["run", "--headless", "--no-gpu", "--resume"])
+        .arg(&run);
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("nothing left to run"), "{said}");
+    assert!(said.contains("--retry failed"), "{said}");
+    assert_eq!(results(&run).len(), 2);
+
+    // An unknown target is refused before anything runs.
+    let mut cmd = sweeptop(&tag);
+    cmd.args(["run", "--headless", "--no-gpu", "--resume"])
+        .arg(&run)
+        .args(["--retry", "nope"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`nope`"));
+
+    // --retry failed measures the failed cell again, and only it.
+    let mut cmd = sweeptop(&tag);
+    cmd.args(["run", "--headless", "--no-gpu", "--resume"])
+        .arg(&run)
+        .args(["--retry", "failed"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = results(&run);
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert_eq!(after[2]["cell"], failed[0].as_str());
+    // Recorded like a key press, with where it came from.
+    assert!(events(&run).iter().any(|e| e["event"] == "action"
+        && e["action"] == "retry"
+        && e["target"] == failed[0].as_str()
+        && e["source"] == "command line (--retry failed)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -28,6 +28,11 @@ pub struct RunArgs {
     /// Continue the sweep recorded in this run directory.
     #[arg(long, value_name = "DIR")]
     resume: Option<PathBuf>,
+    /// With --resume: measure recorded cells again, on fresh servers: `failed`,
+    /// `skipped` (by their latest record), or cell and config ids. The new
+    /// records follow the old ones in results.jsonl (the last one counts).
+    #[arg(long, requires = "resume", num_args = 1.., value_name = "WHAT")]
+    retry: Vec<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -68,11 +73,58 @@ pub fn run(args: RunArgs) -> Result<u8> {
         (None, Some(plan)) => Source::Plan(plan.clone()),
         (None, None) => return Err(user("a plan file is needed (or --resume DIR)")),
     };
-    sweep(source, args.common)
+    let retry = match &source {
+        Source::Resume(dir) => match retry_of(dir, &args.retry)? {
+            Some(cells) => cells,
+            None => {
+                // Nothing to do is not an error; say how to do more.
+                super::print(&nothing_left(dir))?;
+                return Ok(0);
+            }
+        },
+        _ => Vec::new(),
+    };
+    sweep(source, args.common, retry)
 }
 
 pub fn demo(args: DemoArgs) -> Result<u8> {
-    sweep(Source::Demo, args.common)
+    sweep(Source::Demo, args.common, Vec::new())
+}
+
+/// What `--resume` says about a run with every cell recorded.
+pub fn nothing_left(dir: &Path) -> String {
+    format!(
+        "nothing left to run in {d}: every cell has a record.\n\
+         To measure some again, on fresh servers: sweeptop run --resume {d} --retry failed\n\
+         (or --retry skipped, or cell and config ids)\n",
+        d = dir.display()
+    )
+}
+
+/// The cells `--retry` names in a resumed run, each with why; `None` when
+/// nothing is asked for and nothing is left (the run is complete).
+fn retry_of(dir: &Path, targets: &[String]) -> Result<Option<Vec<(String, String)>>> {
+    if !dir.join(store::PLAN).exists() {
+        // `open_run` says what is wrong with it.
+        return Ok(Some(Vec::new()));
+    }
+    let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string()))?;
+    let mut results = store::read_results(dir).map_err(super::store_error)?;
+    results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
+    if targets.is_empty() {
+        let complete = plan.cells.iter().all(|c| results.get(&c.id).is_some());
+        return Ok((!complete).then(Vec::new));
+    }
+    let cells = crate::engine::cells_to_retry(&plan, &results.records, targets).map_err(user)?;
+    if cells.is_empty() {
+        return Err(user(format!(
+            "--retry {}: no cell of {} matches (nothing to run again)",
+            targets.join(" "),
+            dir.display()
+        )));
+    }
+    let why = format!("--retry {}", targets.join(" "));
+    Ok(Some(cells.into_iter().map(|c| (c, why.clone())).collect()))
 }
 
 /// Where a sweep's plan comes from.
@@ -104,7 +156,7 @@ fn plan_of(source: &Source) -> Result<Plan> {
     }
 }
 
-fn sweep(source: Source, args: Common) -> Result<u8> {
+fn sweep(source: Source, args: Common, retry: Vec<(String, String)>) -> Result<u8> {
     let demo = matches!(source, Source::Demo);
     if args.detach {
         let dir = match (&source, &args.out) {
@@ -186,6 +238,7 @@ fn sweep(source: Source, args: Common) -> Result<u8> {
                 sweeptop_exe: exe,
                 gpu: args.gpu.source(demo),
                 gpu_interval: Duration::from_millis(args.gpu.gpu_interval_ms),
+                retry,
             },
         );
         let outcome = match engine {

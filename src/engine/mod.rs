@@ -18,6 +18,8 @@ pub use commands::target_problem;
 mod launch;
 mod outcome;
 mod preflight;
+mod retry;
+pub use retry::cells_to_retry;
 pub mod process;
 mod server;
 mod sweep;
@@ -85,6 +87,8 @@ pub struct Options {
     pub sweeptop_exe: PathBuf,
     pub gpu: crate::gpu::GpuSource,
     pub gpu_interval: Duration,
+    /// Recorded cells to measure again (`--retry`), each with why.
+    pub retry: Vec<(String, String)>,
 }
 
 pub struct Engine {
@@ -146,6 +150,11 @@ impl Engine {
             http: crate::load::http_client(),
             run_tag,
         };
+        // Cells asked to run again are pending again; their old records stay
+        // in results.jsonl until the new ones follow them.
+        for (cell, _) in &engine.opts.retry {
+            engine.done.remove(cell);
+        }
         let repairs = std::mem::take(&mut engine.run.repairs);
         for p in repairs.into_iter().chain(results.problems) {
             engine.notice(Level::Warn, p);

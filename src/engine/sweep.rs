@@ -31,6 +31,15 @@ impl Engine {
             cells: plan.cells.len(),
             already_done: self.done.len(),
         });
+        // `--retry` is recorded like the `r` key, with its source.
+        for (target, why) in std::mem::take(&mut self.opts.retry) {
+            self.emit(Event::Action {
+                at: Timestamp::now(),
+                action: "retry".into(),
+                target: Some(target),
+                source: format!("command line ({why})"),
+            });
+        }
         let source = std::mem::replace(&mut self.opts.gpu, crate::gpu::GpuSource::Disabled);
         let mut gpu_log = store::GpuLog::open(&self.run.path);
         self.gpu = Some(crate::gpu::Telemetry::start(

@@ -966,13 +966,18 @@ impl App {
     }
 
     fn command(&mut self, command: Command, done: &str) -> Redraw {
+        // A run that takes no commands says which command line does it.
+        let dir = self.run_dir.display();
+        let instead = match &command {
+            Command::Retry { target } => {
+                format!("run it again with `sweeptop run --resume {dir} --retry {target}`")
+            }
+            _ => format!("continue it with `sweeptop run --resume {dir}`"),
+        };
         if self.read_only() {
-            self.flash(
-                Level::Warn,
-                "read-only: this run is not live (continue it with `sweeptop run --resume`)".into(),
-            );
+            self.flash(Level::Warn, format!("read-only: {instead}"));
         } else if !self.sweep_live() {
-            self.flash(Level::Warn, "the sweep has ended".into());
+            self.flash(Level::Warn, format!("the sweep has ended: {instead}"));
         } else if self.send(command) {
             self.flash(Level::Info, done.to_string());
         }
