@@ -277,3 +277,46 @@ matrix = { budget = [4, 8, 12] }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn compare_puts_two_runs_side_by_side() {
+    let dir = scratch("cli-compare");
+    let tag = format!("cli-compare-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
+    let a = dir.join("a");
+    let b = dir.join("b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let (run_a, _) = run_plan(&a, &tag, TINY_PLAN, Duration::from_secs(120));
+    let (run_b, _) = run_plan(&b, &tag, TINY_PLAN, Duration::from_secs(120));
+    let cell = results(&run_a)[0]["cell"].as_str().unwrap().to_string();
+    for (format, want) in [
+        ("table", format!("{cell}  ")),
+        ("md", format!("| {cell} |")),
+        ("json", "\"rows\"".to_string()),
+    ] {
+        let mut cmd = sweeptop(&tag);
+        cmd.arg("compare").arg(&run_a).arg(&run_b).args([
+            "--format",
+            format,
+            "--value",
+            "ttft_ms_p50",
+        ]);
+        let out = run_with_deadline(cmd, Duration::from_secs(30));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(text.contains(&want), "{format}: {text}");
+        assert!(format == "json" || text.contains("TTFT p50"), "{text}");
+    }
+    // A metric that does not exist is one plain line, exit 2.
+    let mut cmd = sweeptop(&tag);
+    cmd.arg("compare")
+        .arg(&run_a)
+        .arg(&run_b)
+        .args(["--value", "speed"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2));
+    let err = assert_one_plain_line(&out.stderr);
+    assert!(err.contains("output_tok_s"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,7 @@
 mod attach;
 mod check;
 mod classify;
+mod compare;
 mod export;
 mod gpus;
 mod loadtest;
@@ -56,6 +57,8 @@ pub enum Cmd {
     Check(check::CheckArgs),
     /// Export a run's results grid.
     Export(export::ExportArgs),
+    /// Put the same cells of several runs side by side, with their changes.
+    Compare(compare::CompareArgs),
     /// Print the failure kind found in a log excerpt or HTTP error body.
     Classify(classify::ClassifyArgs),
     /// Measure one cell against a server that is already running.
@@ -87,6 +90,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Cmd::Attach(args) => attach::attach(args),
         Cmd::Check(args) => check::check(args),
         Cmd::Export(args) => export::export(args),
+        Cmd::Compare(args) => compare::compare(args),
         Cmd::Classify(args) => classify::classify(args),
         Cmd::Loadtest(args) => loadtest::loadtest(args),
         Cmd::SimServer(args) => sim_server::sim_server(args),

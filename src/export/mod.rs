@@ -4,6 +4,8 @@
 //! come from the metric table and the grid from [`crate::view::grid`], so an
 //! export says what the dashboard says. Never recomputes a metric.
 
+pub mod compare;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;

@@ -1,0 +1,353 @@
+//! `sweeptop compare RUN_A RUN_B [...]`: the same cells of several runs side
+//! by side, matched by cell id, with each run's change against the first. A
+//! change inside the noise band is marked as such (`≈`): one measurement per
+//! cell has no spread of its own, so the band is the user's `--noise` (2 %
+//! by default). Cells only some runs have are listed apart.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::model::{text, CellRecord, Metric, Status};
+
+/// One run as `compare` reads it.
+pub struct RunResults {
+    /// How the run is named in the output (its directory).
+    pub name: String,
+    /// The latest record of each cell.
+    pub records: Vec<CellRecord>,
+}
+
+/// A cell's value in one run: a number, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum Value {
+    Ok {
+        value: f64,
+    },
+    /// Ok but the metric is not there (acceptance length without drafts).
+    Missing,
+    Failed {
+        kind: String,
+    },
+    Skipped,
+}
+
+impl Value {
+    fn of(r: &CellRecord, metric: &Metric) -> Value {
+        match r.status {
+            Status::Skipped => Value::Skipped,
+            Status::Failed => Value::Failed {
+                kind: r
+                    .failure
+                    .as_ref()
+                    .map_or_else(|| "FAILED".to_string(), |f| f.kind.badge().to_string()),
+            },
+            Status::Ok => match r.metrics.as_ref().and_then(|m| metric.value(m).number()) {
+                Some(value) => Value::Ok { value },
+                None => Value::Missing,
+            },
+        }
+    }
+
+    fn number(&self) -> Option<f64> {
+        match self {
+            Value::Ok { value } => Some(*value),
+            _ => None,
+        }
+    }
+}
+
+/// The change of a later run's value against the first run's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Delta {
+    /// Percent change (positive: the value went up).
+    pub pct: f64,
+    /// Inside the noise band: not a change one can claim.
+    pub within_noise: bool,
+    /// Better, by the metric's direction (none when the metric has none or
+    /// the change is noise).
+    pub better: Option<bool>,
+}
+
+/// One cell across the runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub cell: String,
+    pub values: Vec<Value>,
+    /// Against the first run, for each later run (None without two numbers).
+    pub deltas: Vec<Option<Delta>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub metric: String,
+    pub runs: Vec<String>,
+    pub noise_pct: f64,
+    /// Cells every run has.
+    pub rows: Vec<Row>,
+    /// Cells only some runs have: the cell and the runs that have it.
+    pub only_in: Vec<(String, Vec<String>)>,
+}
+
+pub fn compare(runs: &[RunResults], metric: &'static Metric, noise_pct: f64) -> Comparison {
+    let maps: Vec<BTreeMap<&str, &CellRecord>> = runs
+        .iter()
+        .map(|r| r.records.iter().map(|c| (c.cell.as_str(), c)).collect())
+        .collect();
+    let all: BTreeSet<&str> = maps.iter().flat_map(|m| m.keys().copied()).collect();
+    let mut rows = Vec::new();
+    let mut only_in = Vec::new();
+    for cell in all {
+        let recs: Vec<Option<&&CellRecord>> = maps.iter().map(|m| m.get(cell)).collect();
+        if recs.iter().any(Option::is_none) {
+            let have = recs
+                .iter()
+                .zip(runs)
+                .filter(|(r, _)| r.is_some())
+                .map(|(_, run)| run.name.clone())
+                .collect();
+            only_in.push((cell.to_string(), have));
+            continue;
+        }
+        let values: Vec<Value> = recs
+            .iter()
+            .flatten()
+            .map(|r| Value::of(r, metric))
+            .collect();
+        let base = values[0].number();
+        let deltas = values[1..]
+            .iter()
+            .map(|v| {
+                let (b, x) = (base?, v.number()?);
+                if b == 0.0 {
+                    return None;
+                }
+                let pct = (x - b) / b * 100.0;
+                let within_noise = pct.abs() <= noise_pct;
+                let better = match (within_noise, metric.better) {
+                    (true, _) | (_, crate::model::Better::Neither) => None,
+                    (false, crate::model::Better::Higher) => Some(pct > 0.0),
+                    (false, crate::model::Better::Lower) => Some(pct < 0.0),
+                };
+                Some(Delta {
+                    pct,
+                    within_noise,
+                    better,
+                })
+            })
+            .collect();
+        rows.push(Row {
+            cell: cell.to_string(),
+            values,
+            deltas,
+        });
+    }
+    Comparison {
+        metric: metric.label(),
+        runs: runs.iter().map(|r| r.name.clone()).collect(),
+        noise_pct,
+        rows,
+        only_in,
+    }
+}
+
+fn value_text(v: &Value, metric: &Metric) -> String {
+    match v {
+        Value::Ok { value } => metric.unit.compact(crate::model::Value::Number(*value)),
+        Value::Missing => "n/a".into(),
+        Value::Failed { kind } => kind.clone(),
+        Value::Skipped => "skip".into(),
+    }
+}
+
+fn delta_text(d: &Option<Delta>) -> String {
+    match d {
+        None => "".into(),
+        Some(d) if d.within_noise => format!("≈ {:+.1}%", d.pct),
+        Some(d) => {
+            let mark = match d.better {
+                Some(true) => " better",
+                Some(false) => " worse",
+                None => "",
+            };
+            format!("{:+.1}%{mark}", d.pct)
+        }
+    }
+}
+
+/// The header and rows as text cells, for the table and Markdown.
+fn cells(c: &Comparison, metric: &Metric) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut head = vec!["cell".to_string()];
+    for (i, run) in c.runs.iter().enumerate() {
+        head.push(run.clone());
+        if i > 0 {
+            head.push(format!("Δ vs {}", c.runs[0]));
+        }
+    }
+    let rows = c
+        .rows
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.cell.clone()];
+            for (i, v) in r.values.iter().enumerate() {
+                row.push(value_text(v, metric));
+                if i > 0 {
+                    row.push(delta_text(&r.deltas[i - 1]));
+                }
+            }
+            row
+        })
+        .collect();
+    (head, rows)
+}
+
+fn footer(c: &Comparison) -> String {
+    let mut s = format!(
+        "{} cells in every run; ≈ marks a change within ±{}% (--noise), which one measurement per cell cannot tell from noise.\n",
+        c.rows.len(),
+        c.noise_pct
+    );
+    if !c.only_in.is_empty() {
+        let _ = writeln!(s, "\nCells not in every run:");
+        for (cell, have) in &c.only_in {
+            let _ = writeln!(s, "  {cell}: only in {}", have.join(", "));
+        }
+    }
+    s
+}
+
+/// An aligned terminal table.
+pub fn table(c: &Comparison, metric: &Metric) -> String {
+    let (head, rows) = cells(c, metric);
+    let width = |i: usize| {
+        std::iter::once(&head)
+            .chain(rows.iter())
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..head.len()).map(width).collect();
+    let line = |r: &[String]| {
+        r.iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let pad = widths[i].saturating_sub(v.chars().count());
+                if i == 0 {
+                    format!("{v}{}", " ".repeat(pad))
+                } else {
+                    format!("{}{v}", " ".repeat(pad))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut s = format!("{} — {}\n\n", c.metric, c.runs.join(" vs "));
+    let _ = writeln!(s, "{}", line(&head));
+    for r in &rows {
+        let _ = writeln!(s, "{}", line(r));
+    }
+    s.push('\n');
+    s.push_str(&footer(c));
+    text::display_lines(&s)
+}
+
+/// A Markdown table to paste into a pull request.
+pub fn markdown(c: &Comparison, metric: &Metric) -> String {
+    let (head, rows) = cells(c, metric);
+    let md = |v: &str| text::display(v).replace('|', "\\|");
+    let mut s = format!("### {} — {}\n\n", md(&c.metric), md(&c.runs.join(" vs ")));
+    let _ = writeln!(
+        s,
+        "| {} |",
+        head.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(head.len().saturating_sub(1)));
+    for r in &rows {
+        let _ = writeln!(
+            s,
+            "| {} |",
+            r.iter().map(|v| md(v)).collect::<Vec<_>>().join(" | ")
+        );
+    }
+    s.push('\n');
+    s.push_str(&footer(c));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{sample_record, Failure, FailureKind, FailureSource};
+
+    fn ok(cell: &str, tok_s: f64) -> CellRecord {
+        let mut r = sample_record(cell, Status::Ok, "");
+        if let Some(m) = r.metrics.as_mut() {
+            m.output_tok_s = tok_s;
+        }
+        r
+    }
+
+    #[test]
+    fn cells_are_matched_by_id_with_deltas_against_the_first_run() {
+        let mut crashed = sample_record("c/w-ctx1-c4", Status::Failed, "");
+        crashed.failure = Some(Failure::new(
+            FailureKind::CudaIllegalInstruction,
+            FailureSource::ServerLog,
+            "boom",
+        ));
+        let a = RunResults {
+            name: "runs/a".into(),
+            records: vec![
+                ok("c/w-ctx1-c1", 100.0),
+                ok("c/w-ctx1-c4", 300.0),
+                ok("c/only-a", 1.0),
+            ],
+        };
+        let b = RunResults {
+            name: "runs/b".into(),
+            records: vec![ok("c/w-ctx1-c1", 101.0), crashed, ok("c/only-b", 1.0)],
+        };
+        let c = RunResults {
+            name: "runs/c".into(),
+            records: vec![ok("c/w-ctx1-c1", 130.0), ok("c/w-ctx1-c4", 240.0)],
+        };
+        let metric = Metric::by_key("output_tok_s").unwrap();
+        let cmp = compare(&[a, b, c], metric, 2.0);
+        assert_eq!(cmp.rows.len(), 2);
+        let r0 = &cmp.rows[0];
+        assert_eq!(r0.cell, "c/w-ctx1-c1");
+        let d_b = r0.deltas[0].as_ref().unwrap();
+        assert!((d_b.pct - 1.0).abs() < 1e-9 && d_b.within_noise && d_b.better.is_none());
+        let d_c = r0.deltas[1].as_ref().unwrap();
+        assert!((d_c.pct - 30.0).abs() < 1e-9 && !d_c.within_noise);
+        assert_eq!(d_c.better, Some(true));
+        // A crash has no number, so no delta; it shows its badge.
+        let r1 = &cmp.rows[1];
+        assert_eq!(
+            r1.values[1],
+            Value::Failed {
+                kind: "ILL-INSTR".into()
+            }
+        );
+        assert_eq!(r1.deltas[0], None);
+        assert_eq!(r1.deltas[1].as_ref().unwrap().better, Some(false));
+        assert_eq!(cmp.only_in.len(), 2);
+        let t = table(&cmp, metric);
+        assert!(t.contains("≈ +1.0%"), "{t}");
+        assert!(t.contains("+30.0% better"), "{t}");
+        assert!(t.contains("-20.0% worse"), "{t}");
+        assert!(t.contains("ILL-INSTR"), "{t}");
+        assert!(t.contains("c/only-a: only in runs/a"), "{t}");
+        let md = markdown(&cmp, metric);
+        assert!(
+            md.contains("| c/w-ctx1-c1 | 100.0 | 101.0 | ≈ +1.0% |"),
+            "{md}"
+        );
+        let json = serde_json::to_value(&cmp).unwrap();
+        assert_eq!(json["rows"][0]["deltas"][1]["better"], true);
+    }
+}
