@@ -176,16 +176,50 @@ pub fn render(
     records: &[CellRecord],
     servers: &Servers,
 ) -> String {
+    let axes = Axes::of(plan.as_deref());
     match format {
-        Format::Csv => csv(records, servers),
-        Format::Json => json(records, servers),
+        Format::Csv => csv(records, servers, &axes),
+        Format::Json => json(records, servers, &axes),
         Format::Md => markdown(plan, records, servers),
+    }
+}
+
+/// The plan's axes (`tp`, `method`, `budget`…), each config's value of each:
+/// columns to group by without parsing config ids.
+#[derive(Debug, Default)]
+pub struct Axes {
+    /// Axis names in plan order (first seen first).
+    pub names: Vec<String>,
+    /// config → axis → value.
+    values: BTreeMap<String, indexmap::IndexMap<String, String>>,
+}
+
+impl Axes {
+    pub fn of(plan: Option<&Plan>) -> Axes {
+        let mut a = Axes::default();
+        for c in plan.map(|p| p.configs.as_slice()).unwrap_or_default() {
+            for k in c.axes.keys() {
+                if !a.names.contains(k) {
+                    a.names.push(k.clone());
+                }
+            }
+            a.values.insert(c.id.clone(), c.axes.clone());
+        }
+        a
+    }
+
+    fn value(&self, config: &str, axis: &str) -> String {
+        self.values
+            .get(config)
+            .and_then(|v| v.get(axis))
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
 /// The records as a JSON list, each with a `server` object (null when the
 /// run did not record one).
-fn json(records: &[CellRecord], servers: &Servers) -> String {
+fn json(records: &[CellRecord], servers: &Servers, axes: &Axes) -> String {
     let list: Vec<serde_json::Value> = records
         .iter()
         .map(|r| {
@@ -196,6 +230,12 @@ fn json(records: &[CellRecord], servers: &Servers) -> String {
                     .and_then(|m| serde_json::to_value(m).ok())
                     .unwrap_or_default();
                 o.insert("server".into(), server);
+                let mine: serde_json::Map<String, serde_json::Value> = axes
+                    .names
+                    .iter()
+                    .map(|n| (n.clone(), axes.value(&r.config, n).into()))
+                    .collect();
+                o.insert("axes".into(), mine.into());
             }
             v
         })
@@ -203,15 +243,40 @@ fn json(records: &[CellRecord], servers: &Servers) -> String {
     text::to_json_pretty(&list).unwrap_or_default() + "\n"
 }
 
-pub fn csv(records: &[CellRecord], servers: &Servers) -> String {
+/// Every record, every column; then one column per plan axis (named by the
+/// axis, `axis_NAME` when a column has that name already), last so the
+/// fixed columns never move.
+pub fn csv(records: &[CellRecord], servers: &Servers, axes: &Axes) -> String {
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
     // Writing to memory cannot fail; a row that could not be encoded is dropped.
     let columns = columns();
-    let _ = w.write_record(columns.iter().map(Column::name));
+    let axis_names: Vec<String> = axes
+        .names
+        .iter()
+        .map(|n| {
+            if columns.iter().any(|c| c.name() == n) {
+                format!("axis_{n}")
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    let _ = w.write_record(
+        columns
+            .iter()
+            .map(|c| c.name().to_string())
+            .chain(axis_names.iter().cloned()),
+    );
     for r in records {
-        let _ = w.write_record(columns.iter().map(|c| c.value(r, servers)));
+        let _ = w.write_record(
+            columns.iter().map(|c| c.value(r, servers)).chain(
+                axes.names
+                    .iter()
+                    .map(|n| text::spreadsheet_string(axes.value(&r.config, n))),
+            ),
+        );
     }
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
@@ -359,7 +424,7 @@ mod tests {
                 ..ServerMeta::default()
             },
         );
-        let csv_text = csv(&records, &servers);
+        let csv_text = csv(&records, &servers, &Axes::default());
         let mut rows = csv::Reader::from_reader(csv_text.as_bytes());
         let header = rows.headers().unwrap().clone();
         let row = rows.records().next().unwrap().unwrap();
@@ -389,7 +454,7 @@ mod tests {
             record("b/code-ctx1024-c1", Status::Failed),
         ];
         let m = sample_metrics();
-        let csv_text = csv(&records, &Servers::new());
+        let csv_text = csv(&records, &Servers::new(), &Axes::default());
         let mut reader = csv::Reader::from_reader(csv_text.as_bytes());
         let header: Vec<String> = reader
             .headers()
@@ -441,7 +506,7 @@ mod tests {
                 Status::Failed,
                 hostile,
             )];
-            let csv_text = csv(&records, &Servers::new());
+            let csv_text = csv(&records, &Servers::new(), &Axes::default());
             assert!(
                 !csv_text.chars().any(dangerous),
                 "{hostile:?} → {csv_text:?}"
@@ -472,7 +537,7 @@ failure_source,failure_message,requests,failed_requests,short_requests,output_to
 duration_s,output_tok_s,request_per_s,decode_tok_s_p50,ttft_ms_p50,ttft_ms_p90,ttft_ms_p99,\
 itl_ms_p50,itl_ms_p99,tpot_ms_p50,e2e_ms_p50,e2e_ms_p99,prompt_tokens_mean,tokens_estimated,\
 accept_len,gpu_mem_peak_mib,gpu_util_mean,started_at,finished_at";
-        let header = csv(&[], &Servers::new());
+        let header = csv(&[], &Servers::new(), &Axes::default());
         assert!(header.starts_with(first), "{header}");
         assert!(
             header.trim_end().ends_with(
@@ -484,6 +549,43 @@ driver_version,cuda_version,host,sweeptop_version"
             ),
             "{header}"
         );
+    }
+
+    #[test]
+    fn each_plan_axis_is_a_column_and_a_json_field() {
+        let plan = Plan::parse(
+            std::path::Path::new(crate::plan::DEMO_PATH),
+            crate::plan::DEMO_PLAN,
+        )
+        .unwrap();
+        let cell = plan
+            .cells
+            .iter()
+            .find(|c| c.config == "tp1-ddtree-b8")
+            .unwrap();
+        let records = vec![crate::model::sample_record(&cell.id, Status::Ok, "")];
+        let records: Vec<CellRecord> = records
+            .into_iter()
+            .map(|mut r| {
+                r.config = cell.config.clone();
+                r
+            })
+            .collect();
+        let plan = Some(Arc::new(plan));
+        let csv_text = render(Format::Csv, plan.clone(), &records, &Servers::new());
+        let mut rows = csv::Reader::from_reader(csv_text.as_bytes());
+        let head = rows.headers().unwrap().clone();
+        // After every fixed column, in plan order.
+        let n = head.len();
+        let tail: Vec<&str> = head.iter().skip(n - 3).collect();
+        assert_eq!(tail, ["tp", "method", "budget"]);
+        let row = rows.records().next().unwrap().unwrap();
+        let tail: Vec<&str> = row.iter().skip(n - 3).collect();
+        assert_eq!(tail, ["1", "ddtree", "8"]);
+        let json = render(Format::Json, plan, &records, &Servers::new());
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v[0]["axes"]["method"], "ddtree");
+        assert_eq!(v[0]["axes"]["budget"], "8");
     }
 
     #[test]
