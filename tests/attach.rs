@@ -56,7 +56,7 @@ fn detached_demo_is_listed_paused_resumed_and_stopped_from_elsewhere() {
         .find(|e| e["event"] == "action")
         .unwrap();
     assert_eq!(action["action"], "pause");
-    assert_eq!(action["source"], "attach");
+    assert_eq!(action["source"], "script");
     // Paused after the running cell: once it is recorded, no new cell starts.
     let idle = || {
         let ev = events(&run);

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::{user, Context, GpuArgs, Result, ViewArgs};
 use crate::engine::{Bus, Engine, Options, Outcome, Request};
-use crate::model::Command;
+use crate::model::{Command, RunState};
 use crate::plan::{Plan, DEMO_PATH, DEMO_PLAN};
 use crate::store::{self, RunDir};
 use crate::view::state::ViewState;
@@ -102,7 +102,7 @@ pub fn nothing_left(dir: &Path) -> String {
 }
 
 /// The cells `--retry` names in a resumed run, each with why; `None` when
-/// nothing is asked for and nothing is left (the run is complete).
+/// nothing is asked for and nothing is left (the run finished, every cell recorded).
 fn retry_of(dir: &Path, targets: &[String]) -> Result<Option<Vec<(String, String)>>> {
     if !dir.join(store::PLAN).exists() {
         // `open_run` says what is wrong with it.
@@ -112,8 +112,11 @@ fn retry_of(dir: &Path, targets: &[String]) -> Result<Option<Vec<(String, String
     let mut results = store::read_results(dir).map_err(super::store_error)?;
     results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
     if targets.is_empty() {
+        // A run killed after its last record but before it said it finished
+        // still has that to do: only a finished one has nothing left.
+        let finished = store::run_meta(dir).is_some_and(|m| m.state == RunState::Finished);
         let complete = plan.cells.iter().all(|c| results.get(&c.id).is_some());
-        return Ok((!complete).then(Vec::new));
+        return Ok((!(finished && complete)).then(Vec::new));
     }
     let cells = crate::engine::cells_to_retry(&plan, &results.records, targets).map_err(user)?;
     if cells.is_empty() {

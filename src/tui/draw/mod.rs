@@ -443,12 +443,19 @@ fn alert(frame: &mut Frame, app: &App, area: Rect) {
     };
     // The counts always show: compact, and the message cut to make room,
     // when both do not fit.
+    // A message (a path just exported, a command to type) is read whole: the
+    // counts give way to it for the few seconds it shows.
     let mut text = text;
-    if text.chars().count() + counts.chars().count() + 2 > area.width as usize {
+    let width = area.width as usize;
+    if text.chars().count() + counts.chars().count() + 2 > width {
         counts = counts_line(app, true);
-        let room = (area.width as usize).saturating_sub(counts.chars().count() + 2);
-        if text.chars().count() > room && room > 1 {
-            text = text.chars().take(room - 1).collect::<String>() + "…";
+        let room = width.saturating_sub(counts.chars().count() + 2);
+        if text.chars().count() > room {
+            if app.ui.flash.is_some() {
+                counts.clear();
+            } else if room > 1 {
+                text = text.chars().take(room - 1).collect::<String>() + "…";
+            }
         }
     }
     let text_w = text.chars().count();
