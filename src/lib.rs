@@ -20,7 +20,7 @@
 //! | 2 | [`engine`] | the sweep, one file per step: loop, commands, preflight, launch, cell, outcome |
 //! | 2 | [`control`] | the attach protocol over the run directory's socket |
 //! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory |
-//! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, line progress: rendering [`view`] |
+//! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, the HTML report and run comparisons, line progress: rendering [`view`] |
 //! | 4 | [`cli`] | one file per subcommand; user errors become one line and exit 2 |
 //!
 //! The simulated server the demo and the tests run against is its own crate,
@@ -45,12 +45,12 @@ pub mod cli;
 pub(crate) mod control;
 pub mod detect;
 pub(crate) mod engine;
-pub(crate) mod export;
+pub mod export;
 pub mod gpu;
 pub(crate) mod headless;
 pub mod load;
 pub mod model;
-pub(crate) mod plan;
+pub mod plan;
 pub mod store;
 pub(crate) mod tui;
 pub(crate) mod view;

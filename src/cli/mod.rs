@@ -17,6 +17,7 @@ mod gpus;
 mod loadtest;
 mod ls;
 mod open;
+mod report;
 mod run;
 mod sim_server;
 
@@ -59,6 +60,8 @@ pub enum Cmd {
     Export(export::ExportArgs),
     /// Put the same cells of several runs side by side, with their changes.
     Compare(compare::CompareArgs),
+    /// One self-contained HTML report of one or more runs (charts, failures).
+    Report(report::ReportArgs),
     /// Print the failure kind found in a log excerpt or HTTP error body.
     Classify(classify::ClassifyArgs),
     /// Measure one cell against a server that is already running.
@@ -91,6 +94,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Cmd::Check(args) => check::check(args),
         Cmd::Export(args) => export::export(args),
         Cmd::Compare(args) => compare::compare(args),
+        Cmd::Report(args) => report::report(args),
         Cmd::Classify(args) => classify::classify(args),
         Cmd::Loadtest(args) => loadtest::loadtest(args),
         Cmd::SimServer(args) => sim_server::sim_server(args),

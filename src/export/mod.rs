@@ -5,6 +5,7 @@
 //! export says what the dashboard says. Never recomputes a metric.
 
 pub mod compare;
+pub mod report;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
