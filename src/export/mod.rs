@@ -286,23 +286,26 @@ fn md_cell(s: &str) -> String {
     text::display(s).replace('|', "\\|")
 }
 
-/// The grid (rows: configs by phase; columns: workload × context ×
-/// concurrency) with the dashboard's labels, then every metric of each cell.
-pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord], servers: &Servers) -> String {
-    let view = replay::from_records(plan, records);
-    let grid = Grid::build(&view);
-    let mode = ValueMode::default();
-    let mut s = String::new();
-    if !view.plan_name.is_empty() {
-        let _ = writeln!(s, "# {}\n", md_cell(&view.plan_name));
-    }
+/// One grid table in `mode` (`first`: the table the export has always
+/// started with, introduced as such).
+fn md_grid(
+    s: &mut String,
+    view: &crate::view::state::ViewState,
+    grid: &Grid,
+    mode: ValueMode,
+    first: bool,
+) {
     let title = mode.title();
     let mut chars = title.chars();
     let title: String = chars
         .next()
         .map(|c| c.to_uppercase().chain(chars).collect())
         .unwrap_or_default();
-    let _ = writeln!(s, "{title} per cell (failed cells show why).\n");
+    if first {
+        let _ = writeln!(s, "{title} per cell (failed cells show why).\n");
+    } else {
+        let _ = writeln!(s, "\n{title} per cell.\n");
+    }
     let mut header = String::from("| phase | config |");
     let mut rule = String::from("|---|---|");
     for c in &grid.columns {
@@ -315,13 +318,80 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord], servers: &Serve
         let cfg = &grid.configs[*i];
         let _ = write!(s, "| {} | {} |", md_cell(&cfg.phase), md_cell(&cfg.id));
         for col in 0..grid.columns.len() {
-            let cell = match grid.cell(&view, mode, *i, col) {
+            let cell = match grid.cell(view, mode, *i, col) {
                 CellView::Running | CellView::Queued => CellView::Pending,
                 other => other,
             };
             let _ = write!(s, " {} |", md_cell(cell.label()));
         }
         s.push('\n');
+    }
+}
+
+/// A metadata line, the grid (rows: configs by phase; columns: workload ×
+/// context × concurrency) with the dashboard's labels in the value, the
+/// speedup and the latencies, then failures, warnings and every metric.
+pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord], servers: &Servers) -> String {
+    let view = replay::from_records(plan, records);
+    let grid = Grid::build(&view);
+    let mode = ValueMode::default();
+    let mut s = String::new();
+    if !view.plan_name.is_empty() {
+        let _ = writeln!(s, "# {}\n", md_cell(&view.plan_name));
+    }
+    // What this is, in one paragraph: a table pasted into a pull request
+    // must say what it measured.
+    let mut about: Vec<String> = Vec::new();
+    let mut kinds: Vec<String> = servers.values().map(ServerMeta::server_label).collect();
+    kinds.dedup();
+    if !kinds.is_empty() {
+        about.push(format!("server {}", kinds.join(", ")));
+    }
+    let mut models: Vec<&str> = servers.values().map(|m| m.model.as_str()).collect();
+    models.sort_unstable();
+    models.dedup();
+    if !models.is_empty() {
+        about.push(format!("model {}", models.join(", ")));
+    }
+    let mut gpus: Vec<String> = servers
+        .values()
+        .flat_map(|m| {
+            m.gpus
+                .iter()
+                .map(|g| g.split_once(": ").map_or(g.as_str(), |x| x.1).to_string())
+        })
+        .collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    if !gpus.is_empty() {
+        about.push(format!("GPUs {}", gpus.join(", ")));
+    }
+    let mut hosts: Vec<&str> = servers.values().map(|m| m.host.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    if !hosts.is_empty() {
+        about.push(format!("host {}", hosts.join(", ")));
+    }
+    if let (Some(first), Some(last)) = (
+        records.iter().map(|r| r.started_at).min(),
+        records.iter().map(|r| r.finished_at).max(),
+    ) {
+        about.push(format!("measured {} to {}", first, last));
+    }
+    about.push(format!("sweeptop {}", env!("CARGO_PKG_VERSION")));
+    let _ = writeln!(s, "{}.\n", md_cell(&about.join("; ")));
+    // The value, the speedup against each phase's baseline, then latency.
+    for (n, mode) in [
+        Some(mode),
+        Some(ValueMode::speedup()),
+        Metric::by_key("ttft_ms_p50").map(ValueMode::Metric),
+        Metric::by_key("itl_ms_p50").map(ValueMode::Metric),
+    ]
+    .into_iter()
+    .flatten()
+    .enumerate()
+    {
+        md_grid(&mut s, &view, &grid, mode, n == 0);
     }
     let mut ordered: Vec<&CellRecord> = records.iter().collect();
     ordered.sort_by(|a, b| a.cell.cmp(&b.cell));
@@ -609,5 +679,19 @@ driver_version,cuda_version,host,sweeptop_version"
             ),
             "{md}"
         );
+        // What a pull request needs besides the values: what was measured
+        // and when, the speedup and the latency tables.
+        assert!(
+            md.contains(concat!("sweeptop ", env!("CARGO_PKG_VERSION"))),
+            "{md}"
+        );
+        assert!(md.contains("measured 20"), "{md}");
+        for table in [
+            "Speedup vs the phase baseline (output tok/s) per cell.",
+            "TTFT p50 per cell.",
+            "ITL p50 per cell.",
+        ] {
+            assert!(md.contains(table), "{table}\n{md}");
+        }
     }
 }
