@@ -102,6 +102,8 @@ pub enum Overlay {
     Search(String),
     /// Typing the grid's name filter (`/` in the grid): it applies as typed.
     Filter(String),
+    /// The selected workload charted across the phase's configs.
+    Chart,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -358,6 +360,12 @@ impl App {
                 KeyCode::Backspace => Some(Action::SearchBackspace),
                 KeyCode::Char(c) if !chord.ctrl && !chord.alt => Some(Action::SearchInput(c)),
                 _ => None,
+            },
+            Overlay::Chart => match bound {
+                Some(Key::Quit) if chord.ctrl => Some(Action::Key(Key::Quit)),
+                // The value and the statistic change the chart in place.
+                Some(k @ (Key::Value | Key::Percentile | Key::Theme)) => Some(Action::Key(k)),
+                _ => Some(Action::Cancel),
             },
             Overlay::Help { .. } | Overlay::Details { .. } => match bound {
                 Some(
@@ -944,6 +952,10 @@ impl App {
                 if self.ui.arrange.sort_by.is_some() {
                     self.rearrange();
                 }
+                Redraw::Now
+            }
+            Key::Chart => {
+                self.ui.overlay = Overlay::Chart;
                 Redraw::Now
             }
             Key::Close => {

@@ -48,6 +48,8 @@ pub enum Key {
     Sort,
     /// Latency values at p50, p90 or p99.
     Percentile,
+    /// A chart of the selected workload across the phase's configs.
+    Chart,
 }
 
 /// One row of the table: the action, its name in `keys.toml`, what the help says,
@@ -229,6 +231,13 @@ pub const BINDINGS: &[Binding] = &[
         help: "latency values (TTFT, ITL, decode tok/s) at p50, p90 or p99",
         defaults: &["%"],
         hint: None,
+    },
+    Binding {
+        key: Key::Chart,
+        name: "chart",
+        help: "chart the selected workload: the grid's value against concurrency for each config of the phase",
+        defaults: &["c"],
+        hint: Some("chart"),
     },
     Binding {
         key: Key::Zoom,
@@ -573,7 +582,7 @@ mod tests {
             Some(Key::Details)
         );
         assert_eq!(
-            map.lookup(&press(KeyCode::Char('c'), KeyModifiers::NONE)),
+            map.lookup(&press(KeyCode::Char('u'), KeyModifiers::NONE)),
             None
         );
     }

@@ -1453,3 +1453,89 @@ fn the_gpu_panel_zoomed_draws_a_utilisation_chart_per_gpu() {
     // GPU 0 is busy: its chart has full bars; GPU 1 idle has none.
     assert!(text.contains("█"), "{text}");
 }
+
+#[test]
+fn c_charts_the_selected_workload_across_the_phase() {
+    let (mut app, _rx) = live(crash_story().view());
+    // tp1-dflash, first column (code 1k c1).
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Char('c'));
+    assert_eq!(app.ui.overlay, Overlay::Chart);
+    let chart = app
+        .grid
+        .chart(&app.view, app.value_mode(), app.ui.sel_config, 0)
+        .unwrap();
+    assert_eq!(chart.x_label, "concurrency");
+    assert_eq!(chart.xs, vec![1.0, 4.0]);
+    let dflash = chart
+        .series
+        .iter()
+        .find(|s| s.name == "tp1-dflash")
+        .unwrap();
+    let want = [(1.0, 131.2), (4.0, 482.4)];
+    assert_eq!(dflash.points.len(), 2);
+    for (p, w) in dflash.points.iter().zip(want) {
+        assert!(
+            p.0 == w.0 && (p.1 - w.1).abs() < 1e-6,
+            "{:?}",
+            dflash.points
+        );
+    }
+    // The crashed config has no points; the baseline is marked.
+    assert!(chart
+        .series
+        .iter()
+        .find(|s| s.name == "tp1-ddtree-b8")
+        .unwrap()
+        .points
+        .is_empty());
+    assert!(chart
+        .series
+        .iter()
+        .any(|s| s.name == "tp1-baseline" && s.baseline));
+    for (w, h) in [(120, 40), (80, 24)] {
+        let text = screen(&render(&mut app, w, h));
+        assert!(
+            text.contains("output tok/s · code 1k · phase tp1"),
+            "{text}"
+        );
+        assert!(text.contains("tp1-baseline (baseline)"), "{text}");
+        assert!(text.contains("concurrency"), "{text}");
+    }
+    // `v` changes the value in place: the speedup of the baseline is 1.
+    press(&mut app, KeyCode::Char('v'));
+    press(&mut app, KeyCode::Char('v'));
+    assert_eq!(app.ui.overlay, Overlay::Chart);
+    let chart = app
+        .grid
+        .chart(&app.view, app.value_mode(), app.ui.sel_config, 0)
+        .unwrap();
+    let base = chart.series.iter().find(|s| s.baseline).unwrap();
+    assert!(
+        base.points.iter().all(|p| (p.1 - 1.0).abs() < 1e-9),
+        "{chart:?}"
+    );
+    // Any other key closes it.
+    press(&mut app, KeyCode::Char('x'));
+    assert_eq!(app.ui.overlay, Overlay::None);
+    // In ASCII mode the chart is ASCII too.
+    let (tx, _rx2) = mpsc::channel(4);
+    let mut ascii = App::new(
+        crash_story().view(),
+        Mode::Live { commands: tx },
+        PathBuf::from("runs/demo"),
+        Keymap::default(),
+        Theme::dark(),
+        Look {
+            ascii: true,
+            show_gpu: true,
+            mouse: false,
+        },
+    );
+    press(&mut ascii, KeyCode::Char('g'));
+    press(&mut ascii, KeyCode::Char('c'));
+    let text = screen(&render(&mut ascii, 80, 24));
+    assert!(text.is_ascii(), "{text}");
+    assert!(text.contains('*'), "{text}");
+}

@@ -1,6 +1,7 @@
 //! Drawing: a pure function of the [`App`]. The layout is computed here and read
 //! by `update` too (so scrolling knows what fits), the panes live in submodules.
 
+mod chart;
 mod gpu;
 pub mod grid;
 mod log;
@@ -210,6 +211,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     match &app.ui.overlay {
         Overlay::None | Overlay::Search(_) | Overlay::Filter(_) => {}
         Overlay::Help { scroll } => popup::help(frame, app, area, *scroll),
+        Overlay::Chart => chart::draw(frame, app, area),
         Overlay::Details { scroll } => popup::details(frame, app, area, *scroll),
         Overlay::ConfirmQuit => popup::confirm_quit(frame, app, area),
     }
@@ -229,6 +231,9 @@ fn asciify(frame: &mut Frame) {
             if !cell.symbol().is_ascii() {
                 let c = match cell.symbol() {
                     "—" | "–" | "─" => "-",
+                    "│" => "|",
+                    "└" | "┘" | "┌" | "┐" | "├" | "┤" | "┼" | "┬" | "┴" => "+",
+                    "•" => "*",
                     "…" | "·" => ".",
                     "×" => "x",
                     "→" => ">",
