@@ -628,4 +628,21 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("unknown key \"hyper-p\""), "{e}");
     }
+
+    #[test]
+    fn the_readme_names_every_action_and_its_default_keys() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("Action names:")
+            .expect("the README lists the action names");
+        let list = &readme[start..start + 400];
+        for b in BINDINGS {
+            assert!(
+                list.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|w| w == b.name),
+                "{} is not in the README's action names",
+                b.name
+            );
+        }
+    }
 }
