@@ -173,3 +173,53 @@ fn a_slow_front_end_and_a_cached_template_are_flagged() {
     assert_eq!(stdout.matches("cannot be flushed").count(), 1, "{stdout}");
     assert!(stdout.contains("GAP"), "{stdout}");
 }
+
+#[test]
+fn repeats_record_every_repetition_the_median_and_the_spread() {
+    let dir = scratch("repeats");
+    let tag = format!("repeats-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
+    // Any spread at all is flagged here, to see the flag; the default is 5 %.
+    let plan = TINY_PLAN
+        .replace("requests = 2", "requests = 2\nrepeats = 3")
+        .replace("context = 4096", "context = 4096\nmax_spread_pct = 0");
+    let (run, _) = run_plan(&dir, &tag, &plan, std::time::Duration::from_secs(120));
+    let r = &results(&run)[0];
+    assert_eq!(r["status"], "ok", "{r}");
+    let reps = r["repetitions"].as_array().expect("repetitions");
+    assert_eq!(reps.len(), 3);
+    let mut tok: Vec<f64> = reps
+        .iter()
+        .map(|m| m["output_tok_s"].as_f64().unwrap())
+        .collect();
+    tok.sort_by(f64::total_cmp);
+    // The cell stands for its median repetition.
+    assert_eq!(r["metrics"]["output_tok_s"].as_f64().unwrap(), tok[1]);
+    let s = &r["spread"];
+    assert_eq!(s["n"], 3);
+    assert_eq!(s["min"].as_f64().unwrap(), tok[0]);
+    assert_eq!(s["max"].as_f64().unwrap(), tok[2]);
+    let pct = (tok[2] - tok[0]) / tok[1] * 100.0;
+    assert!((s["spread_pct"].as_f64().unwrap() - pct).abs() < 1e-9);
+    // Every repetition's raw requests are kept.
+    let files: Vec<String> = std::fs::read_dir(run.join("requests"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for want in [".jsonl", ".rep2.jsonl", ".rep3.jsonl"] {
+        assert!(
+            files.iter().filter(|f| f.ends_with(want)).count() >= 1,
+            "{want}: {files:?}"
+        );
+    }
+    if pct > 0.0 {
+        let w = &r["warnings"][0];
+        assert_eq!(w["kind"], "noisy", "{r}");
+        assert!(w["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 repetitions spread"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,8 +16,8 @@ use super::Engine;
 use crate::detect::{self, ServerHealth};
 use crate::load::{self, CellLoad};
 use crate::model::{
-    Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, Level, RequestRecord,
-    Timestamp,
+    Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, Level, Metrics,
+    RequestRecord, Spread, Timestamp,
 };
 use crate::plan::{Cache, Cell, Config, Overflow, Plan, ShortRequests};
 
@@ -71,29 +71,11 @@ impl Engine {
             .plan
             .workload(&cell.workload)
             .is_none_or(|w| w.cache == Cache::Cold);
-        if cold {
-            let paths = config.kind.preset().flush;
-            self.flush_cache(&cell.config, paths, live).await;
-        }
-        let measured = self.measure(cell, started_at, &pool, &load, live).await;
-        let gpu = self.gpu.as_ref().map(|g| g.end_cell(&active));
-        let run = match measured {
-            Ok(run) => run,
-            Err(end) => return end,
-        };
-        let mut metrics = run.stats.metrics(run.wall_ns);
-        if let Some((mem, util)) = gpu {
-            (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = (mem, util);
-        }
-        let counted = self.server_figures(cell, &run, live);
-        if let Some(f) = &counted {
-            f.fill(&mut metrics);
-        }
-        metrics.accept_len = acceptance_length(live, &run, counted.as_ref());
+        let repeats = self
+            .plan
+            .workload(&cell.workload)
+            .map_or(1, |w| w.repeats.max(1));
         let limits = &self.plan.limits;
-        let health = ServerHealth {
-            died: death_failure(&live.server),
-        };
         let checks = detect::Checks {
             max_error_rate: limits.max_error_rate,
             fail_short: limits.short_requests == ShortRequests::Fail,
@@ -101,25 +83,85 @@ impl Engine {
             max_ttft_gap_ms: limits.max_ttft_gap_ms,
             max_cold_cache_hit_pct: cold.then_some(limits.max_cold_cache_hit_pct),
         };
-        match detect::validate(&run, &metrics, &health, &checks) {
-            Ok(mut warnings) => {
-                if limits.short_requests == ShortRequests::Ignore {
-                    warnings.retain(|w| w.kind != FailureKind::ShortOutput);
-                }
-                let mut record = outcome::ok(cell, started_at, metrics);
-                record.warnings = warnings;
-                CellEnd::Done(record)
+        let ignore_short = limits.short_requests == ShortRequests::Ignore;
+        let max_spread_pct = limits.max_spread_pct;
+        // Each repetition is a whole measurement (from a cold cache when the
+        // workload is cold); the first that fails fails the cell.
+        let mut kept: Vec<(Metrics, Vec<Failure>)> = Vec::new();
+        for rep in 0..repeats {
+            if cold {
+                let paths = config.kind.preset().flush;
+                self.flush_cache(&cell.config, paths, live).await;
             }
-            Err(f) => {
-                if health.died.is_some() {
-                    CellEnd::ServerDied(failed(f.clone()), f)
-                } else if run.stalled_for.is_some() {
-                    CellEnd::Stalled(failed(stall_evidence(f, &live.server)))
-                } else {
-                    CellEnd::Done(failed(f))
+            if let Ok(mut l) = live.server.log.lock() {
+                l.accept.clear();
+            }
+            let run = match self
+                .measure(cell, rep, started_at, &pool, &load, live)
+                .await
+            {
+                Ok(run) => run,
+                Err(end) => {
+                    if let Some(g) = &self.gpu {
+                        g.end_cell(&active);
+                    }
+                    return end;
+                }
+            };
+            let mut metrics = run.stats.metrics(run.wall_ns);
+            let counted = self.server_figures(cell, &run, live);
+            if let Some(f) = &counted {
+                f.fill(&mut metrics);
+            }
+            metrics.accept_len = acceptance_length(live, &run, counted.as_ref());
+            let health = ServerHealth {
+                died: death_failure(&live.server),
+            };
+            match detect::validate(&run, &metrics, &health, &checks) {
+                Ok(mut warnings) => {
+                    if ignore_short {
+                        warnings.retain(|w| w.kind != FailureKind::ShortOutput);
+                    }
+                    kept.push((metrics, warnings));
+                }
+                Err(f) => {
+                    if let Some(g) = &self.gpu {
+                        g.end_cell(&active);
+                    }
+                    return if health.died.is_some() {
+                        CellEnd::ServerDied(failed(f.clone()), f)
+                    } else if run.stalled_for.is_some() {
+                        CellEnd::Stalled(failed(stall_evidence(f, &live.server)))
+                    } else {
+                        CellEnd::Done(failed(f))
+                    };
                 }
             }
         }
+        let gpu = self.gpu.as_ref().map(|g| g.end_cell(&active));
+        let all: Vec<Metrics> = kept.iter().map(|(m, _)| m.clone()).collect();
+        let (mut metrics, mut warnings) = kept.swap_remove(Spread::median_index(&all));
+        if let Some((mem, util)) = gpu {
+            (metrics.gpu_mem_peak_mib, metrics.gpu_util_mean) = (mem, util);
+        }
+        let mut record = outcome::ok(cell, started_at, metrics);
+        if repeats > 1 {
+            let spread = Spread::of(&all);
+            if let Some(s) = spread.filter(|s| s.spread_pct > max_spread_pct) {
+                warnings.push(Failure::new(
+                    FailureKind::Noisy,
+                    FailureSource::Client,
+                    format!(
+                        "{} repetitions spread {:.1} % (output tok/s {:.1} to {:.1}, median {:.1}); limits.max_spread_pct = {}",
+                        s.n, s.spread_pct, s.min, s.max, s.median, max_spread_pct
+                    ),
+                ));
+            }
+            record.repetitions = all;
+            record.spread = spread;
+        }
+        record.warnings = warnings;
+        CellEnd::Done(record)
     }
 
     /// What the cell sends, from its workload and the plan's limits.
@@ -155,6 +197,7 @@ impl Engine {
     async fn measure(
         &mut self,
         cell: &Cell,
+        repetition: u32,
         started_at: Timestamp,
         pool: &Arc<load::Pool>,
         load: &CellLoad,
@@ -167,7 +210,13 @@ impl Engine {
         let cell_deadline = tokio::time::sleep(Duration::from_secs_f64(cell_timeout_s));
         tokio::pin!(cell_deadline);
         let seq = self.seq.clone();
-        let mut requests = match self.run.requests_writer(&cell.id) {
+        // Each repetition keeps its own raw records: `<cell>.jsonl`, then
+        // `<cell>.rep2.jsonl`, `<cell>.rep3.jsonl`…
+        let name = match repetition {
+            0 => cell.id.clone(),
+            k => format!("{}.rep{}", cell.id, k + 1),
+        };
+        let mut requests = match self.run.requests_writer(&name) {
             Ok(w) => Some(w),
             Err(e) => {
                 self.notice(

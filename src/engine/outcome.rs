@@ -41,6 +41,8 @@ fn record_of(
         started_at,
         finished_at: Timestamp::now(),
         warnings: Vec::new(),
+        repetitions: Vec::new(),
+        spread: None,
     }
 }
 

@@ -119,13 +119,20 @@ pub fn compare(runs: &[RunResults], metric: &'static Metric, noise_pct: f64) -> 
         let base = values[0].number();
         let deltas = values[1..]
             .iter()
-            .map(|v| {
+            .enumerate()
+            .map(|(k, v)| {
                 let (b, x) = (base?, v.number()?);
                 if b == 0.0 {
                     return None;
                 }
                 let pct = (x - b) / b * 100.0;
-                let within_noise = pct.abs() <= noise_pct;
+                // Measured noise where the cells were repeated: the wider
+                // of the two cells' spreads, else the --noise band.
+                let measured = [recs[0], recs[k + 1]]
+                    .iter()
+                    .filter_map(|r| r.as_ref()?.spread.map(|s| s.spread_pct))
+                    .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.max(s))));
+                let within_noise = pct.abs() <= measured.unwrap_or(noise_pct);
                 let better = match (within_noise, metric.better) {
                     (true, _) | (_, crate::model::Better::Neither) => None,
                     (false, crate::model::Better::Higher) => Some(pct > 0.0),
@@ -205,7 +212,7 @@ fn cells(c: &Comparison, metric: &Metric) -> (Vec<String>, Vec<Vec<String>>) {
 
 fn footer(c: &Comparison) -> String {
     let mut s = format!(
-        "{} cells in every run; ≈ marks a change within ±{}% (--noise), which one measurement per cell cannot tell from noise.\n",
+        "{} cells in every run; ≈ marks a change within the noise: the cells' measured spread where they were repeated (`repeats`), else ±{}% (--noise).\n",
         c.rows.len(),
         c.noise_pct
     );

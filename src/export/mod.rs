@@ -98,6 +98,24 @@ const TAIL: &[RecordColumn] = &[
 /// generation's metrics.
 const LATER: &[(u8, RecordColumn)] = &[
     (
+        5,
+        ("repetitions", |r| {
+            if r.repetitions.is_empty() {
+                String::new()
+            } else {
+                r.repetitions.len().to_string()
+            }
+        }),
+    ),
+    (
+        5,
+        ("spread_pct", |r| {
+            r.spread
+                .map(|s| format!("{:.3}", s.spread_pct))
+                .unwrap_or_default()
+        }),
+    ),
+    (
         3,
         ("warning_kind", |r| {
             joined(&r.warnings, "; ", |w| w.kind.as_str().to_string())
@@ -616,7 +634,7 @@ accept_len,gpu_mem_peak_mib,gpu_util_mean,started_at,finished_at";
 output_tokens_asked,prompt_tokens_min,prompt_tokens_max,warning_kind,warning_message,\
 server_requests,server_ttft_ms_mean,server_itl_ms_mean,server_e2e_ms_mean,server_queue_ms_mean,\
 prefix_cache_hit_pct,server_kind,server_version,model_path,model_config_sha256,gpu_names,\
-driver_version,cuda_version,host,sweeptop_version"
+driver_version,cuda_version,host,sweeptop_version,repetitions,spread_pct"
             ),
             "{header}"
         );

@@ -37,11 +37,14 @@ pub enum FailureKind {
     /// A cell meant to run on a cold cache found its prompts in the server's
     /// prefix cache (a warning).
     CacheHit,
+    /// The repetitions of a cell (`repeats`) spread more than the plan allows:
+    /// its median is not a number to compare closely (a warning).
+    Noisy,
 }
 
 /// One row per kind: (kind, snake_case name, grid badge, human words).
 /// The single source for `as_str`, `parse`, `badge` and `describe`.
-const KIND_TABLE: [(FailureKind, &str, &str, &str); 21] = [
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 22] = [
     (
         FailureKind::CudaIllegalInstruction,
         "cuda_illegal_instruction",
@@ -158,11 +161,17 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 21] = [
         "CACHED",
         "cold prompts hit the prefix cache",
     ),
+    (
+        FailureKind::Noisy,
+        "noisy",
+        "NOISY",
+        "repetitions disagree more than the plan allows",
+    ),
 ];
 
 impl FailureKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FailureKind; 21] = [
+    pub const ALL: [FailureKind; 22] = [
         FailureKind::CudaIllegalInstruction,
         FailureKind::CudaIllegalAddress,
         FailureKind::CudaOom,
@@ -184,6 +193,7 @@ impl FailureKind {
         FailureKind::ShortOutput,
         FailureKind::ClockGap,
         FailureKind::CacheHit,
+        FailureKind::Noisy,
     ];
 
     fn row(self) -> &'static (FailureKind, &'static str, &'static str, &'static str) {

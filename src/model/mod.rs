@@ -24,7 +24,7 @@ pub use event::{describe_exit, signal_name, Event, Level, LogMark};
 pub use failure::{thousands, ContextNumbers, Failure, FailureKind, FailureSource};
 pub use gpu::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
 pub use metrics::{families, ms_label, rate_label, Better, Metric, Metrics, Unit, Value, METRICS};
-pub use record::{CellRecord, Status};
+pub use record::{CellRecord, Spread, Status};
 pub use request::{RequestError, RequestRecord};
 pub use run::{RunMeta, RunState};
 pub use server::ServerMeta;

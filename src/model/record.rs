@@ -45,6 +45,60 @@ pub struct CellRecord {
     /// before it was a list carry one `warning` (or null), read here as a list.
     #[serde(default, alias = "warning", deserialize_with = "one_or_many")]
     pub warnings: Vec<Failure>,
+    /// With `repeats = N` on the workload: every repetition's metrics in the
+    /// order measured; `metrics` is the one with the median output tok/s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repetitions: Vec<Metrics>,
+    /// The repetitions' output tok/s: median, min, max and spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
+}
+
+/// How much repetitions of one cell agree, on output tok/s.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub n: usize,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// (max − min) / median, in percent: the noise a single measurement of
+    /// this cell carries.
+    pub spread_pct: f64,
+}
+
+impl Spread {
+    /// Of two or more repetitions (`None` for fewer, or a zero median).
+    pub fn of(reps: &[Metrics]) -> Option<Spread> {
+        if reps.len() < 2 {
+            return None;
+        }
+        let mut v: Vec<f64> = reps.iter().map(|m| m.output_tok_s).collect();
+        v.sort_by(f64::total_cmp);
+        let median = if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        };
+        let (min, max) = (v[0], v[v.len() - 1]);
+        (median > 0.0).then(|| Spread {
+            n: v.len(),
+            median,
+            min,
+            max,
+            spread_pct: (max - min) / median * 100.0,
+        })
+    }
+
+    /// The repetition that stands for the cell: the one whose output tok/s
+    /// is the median (the lower middle one for an even count).
+    pub fn median_index(reps: &[Metrics]) -> usize {
+        let mut order: Vec<usize> = (0..reps.len()).collect();
+        order.sort_by(|a, b| reps[*a].output_tok_s.total_cmp(&reps[*b].output_tok_s));
+        order
+            .get((reps.len().saturating_sub(1)) / 2)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// `null`, one failure, or a list of them.
@@ -98,6 +152,8 @@ pub(crate) fn sample(cell: &str, status: Status, message: &str) -> CellRecord {
         started_at: Timestamp::from_unix_ms(1_764_749_780_000),
         finished_at: Timestamp::from_unix_ms(1_764_749_784_500),
         warnings: Vec::new(),
+        repetitions: Vec::new(),
+        spread: None,
     }
 }
 
@@ -130,5 +186,27 @@ mod tests {
         v.as_object_mut().unwrap().remove("warning");
         let old: CellRecord = serde_json::from_value(v).unwrap();
         assert!(old.warnings.is_empty());
+    }
+
+    #[test]
+    fn repetitions_give_a_median_and_a_spread() {
+        let m = |t: f64| Metrics {
+            output_tok_s: t,
+            ..crate::model::sample_metrics()
+        };
+        let reps = vec![m(100.0), m(110.0), m(90.0)];
+        let s = Spread::of(&reps).unwrap();
+        assert_eq!((s.n, s.median, s.min, s.max), (3, 100.0, 90.0, 110.0));
+        assert!((s.spread_pct - 20.0).abs() < 1e-9);
+        assert_eq!(Spread::median_index(&reps), 0);
+        // An even count: the lower middle one stands for the cell.
+        let four = vec![m(4.0), m(1.0), m(3.0), m(2.0)];
+        assert_eq!(four[Spread::median_index(&four)].output_tok_s, 2.0);
+        assert_eq!(Spread::of(&four).unwrap().median, 2.5);
+        assert_eq!(Spread::of(&reps[..1]), None);
+        // Records without repetitions read and write as before.
+        let r = sample("a/x", Status::Ok, "");
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(!json.contains("repetitions") && !json.contains("spread"));
     }
 }

@@ -56,6 +56,7 @@ pub mod ranges {
     pub const MAX_TOKENS: (u32, u32) = (1, 1_048_576);
     /// Unmeasured requests first.
     pub const WARMUP: (u32, u32) = (0, 1_000_000);
+    pub const REPEATS: (u32, u32) = (1, 100);
     /// Open-loop arrivals per second.
     pub const RATE: f64 = 1e6;
     /// Tokens kept free below the context limit.
@@ -101,6 +102,9 @@ pub const DEFAULT_MAX_TTFT_GAP_MS: f64 = 25.0;
 /// The % of a cold cell's prompt tokens that may be found cached before it is
 /// flagged `cache_hit`, unless the plan says otherwise.
 pub const DEFAULT_MAX_COLD_CACHE_HIT_PCT: f64 = 10.0;
+/// The most repetitions of a cell may spread (% of the median) before it is
+/// flagged `noisy`, unless the plan says otherwise.
+pub const DEFAULT_MAX_SPREAD_PCT: f64 = 5.0;
 
 /// Context limit: fixed, or read from the server once it is up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -121,6 +125,7 @@ pub struct Limits {
     pub short_requests: ShortRequests,
     pub max_ttft_gap_ms: f64,
     pub max_cold_cache_hit_pct: f64,
+    pub max_spread_pct: f64,
     pub foreign_gpu: ForeignGpu,
 }
 
@@ -148,6 +153,8 @@ pub struct Workload {
     pub requests: u32,
     pub max_tokens: u32,
     pub warmup: u32,
+    /// Measurements of each cell (1: once).
+    pub repeats: u32,
     pub rate: Option<f64>,
     pub duration_s: Option<f64>,
     pub overflow: Overflow,
@@ -605,6 +612,16 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
             ));
         }
     };
+    let max_spread_pct = match &l.max_spread_pct {
+        None => DEFAULT_MAX_SPREAD_PCT,
+        Some(v) if v.get_ref().is_finite() && *v.get_ref() >= 0.0 => *v.get_ref(),
+        Some(v) => {
+            return Err(ctx.err(
+                v.span(),
+                "limits.max_spread_pct must be a percentage of 0 or more",
+            ));
+        }
+    };
     let context_margin = match &l.context_margin {
         None => 16,
         Some(v) => within(ctx, v, ranges::CONTEXT_MARGIN, "limits.context_margin")?,
@@ -634,6 +651,7 @@ fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
         short_requests: l.short_requests,
         max_ttft_gap_ms,
         max_cold_cache_hit_pct,
+        max_spread_pct,
         foreign_gpu: l.foreign_gpu,
     })
 }
@@ -729,6 +747,10 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
             None => 0,
             Some(v) => within(ctx, v, ranges::WARMUP, "warmup")?,
         };
+        let repeats = match &w.repeats {
+            None => 1,
+            Some(v) => within(ctx, v, ranges::REPEATS, "repeats")?,
+        };
         if let Some(v) = &w.rate {
             if !(*v.get_ref() > 0.0 && *v.get_ref() <= ranges::RATE) {
                 return Err(ctx.err(
@@ -766,6 +788,7 @@ fn workloads(ctx: &Ctx, raw: &RawPlan) -> Result<Vec<Workload>, PlanError> {
             requests,
             max_tokens,
             warmup,
+            repeats,
             rate: w.rate.as_ref().map(|r| *r.get_ref()),
             duration_s: w.duration_s.as_ref().map(|r| *r.get_ref()),
             overflow: w.overflow,

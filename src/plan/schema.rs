@@ -157,6 +157,10 @@ pub struct RawLimits {
     /// system prompt may be cached).
     #[serde(default)]
     pub max_cold_cache_hit_pct: Option<Spanned<f64>>,
+    /// The most a cell's repetitions (`repeats`) may spread, (max − min) /
+    /// median of output tok/s in %, before it is flagged `noisy` (default 5).
+    #[serde(default)]
+    pub max_spread_pct: Option<Spanned<f64>>,
     /// Other processes holding memory on a config's GPUs before launch: "fail"
     /// the config (default) or "warn" and launch anyway.
     #[serde(default)]
@@ -197,6 +201,10 @@ pub struct RawWorkload {
     pub max_tokens: Spanned<u32>,
     #[serde(default)]
     pub warmup: Option<Spanned<u32>>,
+    /// Measure each cell this many times (default 1): every repetition is
+    /// recorded, the cell stands for the median, its spread says the noise.
+    #[serde(default)]
+    pub repeats: Option<Spanned<u32>>,
     /// Open loop: Poisson arrivals at this many requests/s (concurrency caps
     /// the requests in flight). Without it: closed loop at each concurrency.
     #[serde(default)]

@@ -665,6 +665,8 @@ mod tests {
             started_at: Timestamp::from_unix_ms(0),
             finished_at: Timestamp::from_unix_ms(1000),
             warnings: Vec::new(),
+            repetitions: Vec::new(),
+            spread: None,
         }
     }
 

@@ -174,6 +174,8 @@ impl Story {
                 started_at,
                 finished_at,
                 warnings: Vec::new(),
+                repetitions: Vec::new(),
+                spread: None,
             }),
         });
         self

@@ -484,10 +484,15 @@ impl CellView {
                             (FailureKind::ShortOutput, Some(asked)) => {
                                 format!("{}/{asked}", m.output_tokens)
                             }
+                            // The median still shows, marked as noisy.
+                            (FailureKind::Noisy, _) => format!("~{text}"),
                             _ => w.kind.badge().to_string(),
                         };
-                        let words = match w.kind {
-                            FailureKind::ShortOutput => format!("short {mark}"),
+                        let words = match (w.kind, r.spread) {
+                            (FailureKind::ShortOutput, _) => format!("short {mark}"),
+                            (FailureKind::Noisy, Some(sp)) => {
+                                format!("noisy ±{:.0}%", sp.spread_pct / 2.0)
+                            }
                             _ => mark.clone(),
                         };
                         CellView::Flagged {
@@ -749,6 +754,8 @@ mod tests {
             started_at: Timestamp::default(),
             finished_at: Timestamp::default(),
             warnings: Vec::new(),
+            repetitions: Vec::new(),
+            spread: None,
         };
         let cv = CellView::of_record(&r, ValueMode::default(), None, false);
         assert_eq!(
@@ -798,6 +805,33 @@ mod tests {
             line.starts_with("ok  66.7 tok/s")
                 && line.ends_with("SHORT 1 of 4 requests returned fewer tokens than the 32 asked"),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn a_noisy_cell_shows_its_median_marked() {
+        let mut r = crate::model::sample_record("c/w-ctx1-c1", Status::Ok, "");
+        r.spread = Some(crate::model::Spread {
+            n: 3,
+            median: 66.7,
+            min: 60.0,
+            max: 70.0,
+            spread_pct: 15.0,
+        });
+        r.warnings = vec![crate::model::Failure::new(
+            FailureKind::Noisy,
+            crate::model::FailureSource::Client,
+            "3 repetitions spread 15.0 %",
+        )];
+        let cv = CellView::of_record(&r, ValueMode::default(), None, false);
+        assert_eq!(
+            cv,
+            CellView::Flagged {
+                value: "66.7".into(),
+                mark: "~66.7".into(),
+                badge: "NOISY".into(),
+                label: "66.7 noisy ±8%".into(),
+            }
         );
     }
 }

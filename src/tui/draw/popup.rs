@@ -392,6 +392,16 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                             r.duration_s()
                         ),
                     ));
+                    if let Some(sp) = r.spread {
+                        lines.push(kv(
+                            app,
+                            "repetitions",
+                            format!(
+                                "{}: output tok/s median {:.1}, {:.1} to {:.1}, spread {:.1} % (the values below are the median one's)",
+                                sp.n, sp.median, sp.min, sp.max, sp.spread_pct
+                            ),
+                        ));
+                    }
                     // A failure, or the warnings an ok cell's numbers come with.
                     let said = r
                         .failure
