@@ -1541,3 +1541,38 @@ fn c_charts_the_selected_workload_across_the_phase() {
     assert!(text.is_ascii(), "{text}");
     assert!(text.contains('*'), "{text}");
 }
+
+#[test]
+fn a_speedup_inside_the_measured_spread_is_marked_as_noise() {
+    let mut view = crash_story().view();
+    let id = "tp1-dflash/code-ctx1024-c1".to_string();
+    let mut r = view.records[&id].clone();
+    r.spread = Some(crate::model::Spread {
+        n: 3,
+        median: 131.2,
+        min: 90.0,
+        max: 180.0,
+        spread_pct: 70.0,
+    });
+    view.records.insert(id, r);
+    let (mut app, _rx) = live(view);
+    while !matches!(app.ui.value, crate::view::grid::ValueMode::Speedup(_)) {
+        press(&mut app, KeyCode::Char('v'));
+    }
+    let dflash = app.grid.config_index("tp1-dflash").unwrap();
+    let b4 = app.grid.config_index("tp1-ddtree-b4").unwrap();
+    let mode = app.value_mode();
+    // 1.60x against the baseline, inside a 70 % spread: not a speedup one can claim.
+    match app.grid.cell(&app.view, mode, dflash, 0) {
+        crate::view::grid::CellView::Value { text, tone } => {
+            assert_eq!(text, "≈1.60x");
+            assert_eq!(tone, crate::view::grid::Tone::Plain);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Without repetitions nothing changes.
+    match app.grid.cell(&app.view, mode, b4, 0) {
+        crate::view::grid::CellView::Value { text, .. } => assert_eq!(text, "1.90x"),
+        other => panic!("{other:?}"),
+    }
+}

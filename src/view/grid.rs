@@ -352,11 +352,37 @@ impl Grid {
                 CellView::Pending
             };
         };
-        let base = self
+        let base_record = self
             .baseline_record(v, &row.phase, col)
-            .filter(|b| b.status == Status::Ok)
-            .and_then(|b| b.metrics.as_ref());
-        CellView::of_record(r, mode, base, row.baseline)
+            .filter(|b| b.status == Status::Ok);
+        let base = base_record.and_then(|b| b.metrics.as_ref());
+        let shown = CellView::of_record(r, mode, base, row.baseline);
+        // A speedup inside the measured noise of either cell (their
+        // repetitions' spread) is not one: marked `≈`, not coloured.
+        match (mode, shown, base_record) {
+            (ValueMode::Speedup(m), CellView::Value { text, tone }, Some(b)) if !row.baseline => {
+                let noise = [r.spread, b.spread]
+                    .iter()
+                    .flatten()
+                    .map(|s| s.spread_pct)
+                    .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.max(s))));
+                let ratio = match (r.metrics.as_ref(), b.metrics.as_ref()) {
+                    (Some(x), Some(y)) => match (m.value(x).number(), m.value(y).number()) {
+                        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match (noise, ratio) {
+                    (Some(n), Some(q)) if ((q - 1.0) * 100.0).abs() <= n => CellView::Value {
+                        text: format!("≈{text}"),
+                        tone: Tone::Plain,
+                    },
+                    _ => CellView::Value { text, tone },
+                }
+            }
+            (_, shown, _) => shown,
+        }
     }
 }
 
