@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use super::{user, Result};
 use crate::export::compare::{self, RunResults};
 use crate::model::Metric;
-use crate::plan::Plan;
-use crate::store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CompareFormat {
@@ -51,20 +49,7 @@ pub fn compare(args: CompareArgs) -> Result<u8> {
     }
     let mut runs = Vec::new();
     for dir in &args.runs {
-        if !dir.join(store::RESULTS).exists() {
-            return Err(user(format!(
-                "{} has no {}: is it a run directory? (see `sweeptop ls`)",
-                dir.display(),
-                store::RESULTS
-            )));
-        }
-        let mut results = store::read_results(dir).map_err(super::store_error)?;
-        if let Ok(plan) = Plan::load(&dir.join(store::PLAN)) {
-            results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
-        }
-        for p in &results.problems {
-            eprintln!("warning: {}: {p}", dir.display());
-        }
+        let (_, results) = super::read_run(dir)?;
         runs.push(RunResults {
             name: dir.display().to_string(),
             records: results.records,

@@ -2,11 +2,9 @@
 //! (or on stdout).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use super::{user, Context, Result};
+use super::{Context, Result};
 use crate::export::{self, Format};
-use crate::plan::Plan;
 use crate::store;
 
 #[derive(clap::Args, Debug)]
@@ -24,21 +22,7 @@ pub struct ExportArgs {
 
 pub fn export(args: ExportArgs) -> Result<u8> {
     let dir = &args.dir;
-    if !dir.join(store::RESULTS).exists() {
-        return Err(user(format!(
-            "{} has no {}: is it a run directory? (see `sweeptop ls`)",
-            dir.display(),
-            store::RESULTS
-        )));
-    }
-    let mut results = store::read_results(dir).map_err(super::store_error)?;
-    let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
-    if let Some(plan) = &plan {
-        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
-    }
-    for p in &results.problems {
-        eprintln!("warning: {p}");
-    }
+    let (plan, results) = super::read_run(dir)?;
     let servers = store::read_servers(dir);
     let text = export::render(args.format, plan, &results.records, &servers);
     match &args.output {

@@ -138,6 +138,37 @@ pub fn store_error(e: crate::store::StoreError) -> Error {
     }
 }
 
+/// A finished or running run's plan (when its copy reads) and the latest
+/// record of each of the plan's cells, for the commands that read runs
+/// (`export`, `compare`, `report`); what could not be read is a warning on
+/// stderr, a directory that is no run is the user's mistake.
+pub fn read_run(
+    dir: &std::path::Path,
+) -> Result<(
+    Option<std::sync::Arc<crate::plan::Plan>>,
+    crate::store::Results,
+)> {
+    use crate::store;
+    if !dir.join(store::RESULTS).exists() {
+        return Err(user(format!(
+            "{} has no {}: is it a run directory? (see `sweeptop ls`)",
+            dir.display(),
+            store::RESULTS
+        )));
+    }
+    let mut results = store::read_results(dir).map_err(store_error)?;
+    let plan = crate::plan::Plan::load(&dir.join(store::PLAN))
+        .ok()
+        .map(std::sync::Arc::new);
+    if let Some(plan) = &plan {
+        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
+    }
+    for p in &results.problems {
+        eprintln!("warning: {}: {p}", dir.display());
+    }
+    Ok((plan, results))
+}
+
 /// Context for an internal error: what was being done when it happened.
 pub trait Context<T> {
     fn context(self, what: impl FnOnce() -> String) -> Result<T>;

@@ -2,11 +2,9 @@
 //! one or more runs (a comparison first when several).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use super::{user, Context, Result};
+use super::{Context, Result};
 use crate::export::report::{self, RunReport};
-use crate::plan::Plan;
 use crate::store;
 
 #[derive(clap::Args, Debug)]
@@ -23,21 +21,7 @@ pub struct ReportArgs {
 pub fn report(args: ReportArgs) -> Result<u8> {
     let mut runs = Vec::new();
     for dir in &args.runs {
-        if !dir.join(store::RESULTS).exists() {
-            return Err(user(format!(
-                "{} has no {}: is it a run directory? (see `sweeptop ls`)",
-                dir.display(),
-                store::RESULTS
-            )));
-        }
-        let mut results = store::read_results(dir).map_err(super::store_error)?;
-        let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
-        if let Some(plan) = &plan {
-            results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
-        }
-        for p in &results.problems {
-            eprintln!("warning: {}: {p}", dir.display());
-        }
+        let (plan, results) = super::read_run(dir)?;
         runs.push(RunReport {
             dir: dir.display().to_string(),
             plan,

@@ -360,36 +360,30 @@ pub fn markdown(plan: Option<Arc<Plan>>, records: &[CellRecord], servers: &Serve
     // What this is, in one paragraph: a table pasted into a pull request
     // must say what it measured.
     let mut about: Vec<String> = Vec::new();
-    let mut kinds: Vec<String> = servers.values().map(ServerMeta::server_label).collect();
-    kinds.dedup();
-    if !kinds.is_empty() {
-        about.push(format!("server {}", kinds.join(", ")));
-    }
-    let mut models: Vec<&str> = servers.values().map(|m| m.model.as_str()).collect();
-    models.sort_unstable();
-    models.dedup();
-    if !models.is_empty() {
-        about.push(format!("model {}", models.join(", ")));
-    }
-    let mut gpus: Vec<String> = servers
-        .values()
-        .flat_map(|m| {
-            m.gpus
-                .iter()
-                .map(|g| g.split_once(": ").map_or(g.as_str(), |x| x.1).to_string())
-        })
-        .collect();
-    gpus.sort_unstable();
-    gpus.dedup();
-    if !gpus.is_empty() {
-        about.push(format!("GPUs {}", gpus.join(", ")));
-    }
-    let mut hosts: Vec<&str> = servers.values().map(|m| m.host.as_str()).collect();
-    hosts.sort_unstable();
-    hosts.dedup();
-    if !hosts.is_empty() {
-        about.push(format!("host {}", hosts.join(", ")));
-    }
+    // Each thing once, in a stable order, named when there is any.
+    let mut say = |what: &str, values: Vec<String>| {
+        let set: std::collections::BTreeSet<String> = values.into_iter().collect();
+        if !set.is_empty() {
+            about.push(format!(
+                "{what} {}",
+                set.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    };
+    say(
+        "server",
+        servers.values().map(ServerMeta::server_label).collect(),
+    );
+    say("model", servers.values().map(|m| m.model.clone()).collect());
+    say(
+        "GPUs",
+        servers
+            .values()
+            .flat_map(|m| m.gpus.iter())
+            .map(|g| g.split_once(": ").map_or(g.as_str(), |x| x.1).to_string())
+            .collect(),
+    );
+    say("host", servers.values().map(|m| m.host.clone()).collect());
     if let (Some(first), Some(last)) = (
         records.iter().map(|r| r.started_at).min(),
         records.iter().map(|r| r.finished_at).max(),

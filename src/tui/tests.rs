@@ -348,6 +348,23 @@ fn live(view: ViewState) -> (App, mpsc::Receiver<Request>) {
     (app, rx)
 }
 
+/// The same with `--ascii`.
+fn live_ascii(view: ViewState) -> (App, mpsc::Receiver<Request>) {
+    let (tx, rx) = mpsc::channel(16);
+    let app = App::new(
+        view,
+        Mode::Live { commands: tx },
+        PathBuf::from("runs/demo"),
+        Keymap::default(),
+        Theme::dark(),
+        Look {
+            ascii: true,
+            ..look()
+        },
+    );
+    (app, rx)
+}
+
 fn render(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
     app.update(Action::Resize(w, h));
     draw_as_is(app, w, h)
@@ -748,19 +765,7 @@ fn snapshot_monochrome_theme_has_no_colour() {
 
 #[test]
 fn ascii_mode_draws_no_block_or_braille_characters() {
-    let (tx, _rx) = mpsc::channel(4);
-    let mut app = App::new(
-        running_story().view(),
-        Mode::Live { commands: tx },
-        PathBuf::from("runs/demo"),
-        Keymap::default(),
-        Theme::dark(),
-        Look {
-            ascii: true,
-            show_gpu: true,
-            mouse: false,
-        },
-    );
+    let (mut app, _rx) = live_ascii(running_story().view());
     app.update(Action::Tick(at(40)));
     let t = render(&mut app, 120, 40);
     let text = screen(&t);
@@ -1522,19 +1527,7 @@ fn c_charts_the_selected_workload_across_the_phase() {
     press(&mut app, KeyCode::Char('x'));
     assert_eq!(app.ui.overlay, Overlay::None);
     // In ASCII mode the chart is ASCII too.
-    let (tx, _rx2) = mpsc::channel(4);
-    let mut ascii = App::new(
-        crash_story().view(),
-        Mode::Live { commands: tx },
-        PathBuf::from("runs/demo"),
-        Keymap::default(),
-        Theme::dark(),
-        Look {
-            ascii: true,
-            show_gpu: true,
-            mouse: false,
-        },
-    );
+    let (mut ascii, _rx2) = live_ascii(crash_story().view());
     press(&mut ascii, KeyCode::Char('g'));
     press(&mut ascii, KeyCode::Char('c'));
     let text = screen(&render(&mut ascii, 80, 24));
