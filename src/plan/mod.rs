@@ -1280,13 +1280,18 @@ pub fn describe(plan: &Plan) -> String {
         };
         let _ = writeln!(
             s,
-            "  {:<12} prompt {}  contexts {}  concurrency {}  {} requests x {} tokens  cache {}  overflow {overflow}",
+            "  {:<12} prompt {}  contexts {}  concurrency {}  {} requests x {} tokens{}  cache {}  overflow {overflow}",
             w.id,
             w.prompt,
             list(&mut w.contexts.iter().map(u64::to_string)),
             list(&mut w.concurrency.iter().map(u32::to_string)),
             w.requests,
             w.max_tokens,
+            if w.repeats > 1 {
+                format!("  measured {} times (median)", w.repeats)
+            } else {
+                String::new()
+            },
             match w.cache {
                 Cache::Cold => "cold",
                 Cache::Warm => "warm",
