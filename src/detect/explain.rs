@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::traceback::body;
+use super::traceback::runs;
 use super::{
     classify_text, clean_line, find_error_body, is_overflow_message, Classification, LineClass,
     LogPatterns, EVIDENCE_CONTEXT,
@@ -43,29 +43,12 @@ pub fn explain(text: &str) -> Explanation {
 /// fault leave room for what came before them.
 fn window(lines: &[&str], at: usize) -> Vec<String> {
     let cleaned = |j: usize| clean_line(lines[j]);
-    // Runs of equal lines as (first, last), walking away from `at`.
-    let runs = |ids: &mut dyn Iterator<Item = usize>| {
-        let mut runs: Vec<(usize, usize, String)> = Vec::new();
-        for j in ids {
-            let line = cleaned(j);
-            if let Some((first, last, text)) = runs.last_mut() {
-                if body(text) == body(&line) {
-                    *first = (*first).min(j);
-                    *last = (*last).max(j);
-                    continue;
-                }
-            }
-            if runs.len() == EVIDENCE_CONTEXT {
-                break;
-            }
-            runs.push((j, j, line));
-        }
-        runs
-    };
-    let mut before = runs(&mut (0..at).rev());
+    // Runs of equal lines, walking away from `at`.
+    let mut before = runs((0..at).rev(), cleaned, EVIDENCE_CONTEXT);
     before.reverse();
-    let after = runs(&mut (at + 1..lines.len()));
-    let show = |(first, last, text): (usize, usize, String), mark: char| {
+    let after = runs(at + 1..lines.len(), cleaned, EVIDENCE_CONTEXT);
+    let show = |(first, last): (usize, usize), mark: char| {
+        let text = cleaned(first);
         if first == last {
             format!("{mark}{:>6}: {text}", first + 1)
         } else {
@@ -77,7 +60,7 @@ fn window(lines: &[&str], at: usize) -> Vec<String> {
         }
     };
     let mut out: Vec<String> = before.into_iter().map(|r| show(r, ' ')).collect();
-    out.push(show((at, at, cleaned(at)), '>'));
+    out.push(show((at, at), '>'));
     out.extend(after.into_iter().map(|r| show(r, ' ')));
     out
 }

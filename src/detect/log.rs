@@ -759,24 +759,17 @@ impl LogWatch {
 /// lines repeated in a row counted once: the context of a cause that follows
 /// forty watchdog lines is what came before them, not the watchdog.
 fn before_context(recent: &VecDeque<String>) -> Vec<(String, u32)> {
-    // (index of the earliest line of a run, its length), newest run first.
-    let mut runs: Vec<(usize, u32)> = Vec::new();
-    for (i, line) in recent.iter().enumerate().rev() {
-        if let Some((first, n)) = runs.last_mut() {
-            if traceback::body(&recent[*first]) == traceback::body(line) {
-                *first = i;
-                *n = n.saturating_add(1);
-                continue;
-            }
-        }
-        if runs.len() == EVIDENCE_CONTEXT {
-            break;
-        }
-        runs.push((i, 1));
-    }
-    runs.iter()
-        .rev()
-        .map(|&(i, n)| (recent[i].clone(), n))
+    let mut runs = traceback::runs(
+        (0..recent.len()).rev(),
+        |i| recent[i].as_str(),
+        EVIDENCE_CONTEXT,
+    );
+    runs.reverse();
+    runs.into_iter()
+        .map(|(first, last)| {
+            let n = u32::try_from(last - first + 1).unwrap_or(u32::MAX);
+            (recent[first].clone(), n)
+        })
         .collect()
 }
 

@@ -163,25 +163,45 @@ pub fn last_exception(lines: &[String]) -> Option<Exception> {
     })
 }
 
+/// Runs of a line repeated in a row (the same text after its prefix), met
+/// in the order `ids` gives, at most `limit` of them: each as the lowest and
+/// the highest index it covers. The one grouping behind every evidence
+/// window: the live one, `--explain`'s and a traceback's.
+pub(crate) fn runs<S: AsRef<str>>(
+    ids: impl Iterator<Item = usize>,
+    line: impl Fn(usize) -> S,
+    limit: usize,
+) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut last: Option<S> = None;
+    for j in ids {
+        let l = line(j);
+        if let (Some(prev), Some(run)) = (&last, out.last_mut()) {
+            if body(prev.as_ref()) == body(l.as_ref()) {
+                *run = (run.0.min(j), run.1.max(j));
+                continue;
+            }
+        }
+        if out.len() == limit {
+            break;
+        }
+        out.push((j, j));
+        last = Some(l);
+    }
+    out
+}
+
 /// Consecutive repeats of a line (the same text after its prefix) become one
 /// line marked `(×N)`; a window longer than [`MAX_EVIDENCE`] keeps its start
 /// and its end around a `… N lines …` marker.
 pub fn collapse(lines: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let b = body(&lines[i]);
-        let mut n = 1;
-        while i + n < lines.len() && body(&lines[i + n]) == b {
-            n += 1;
-        }
-        if n > 1 {
-            out.push(format!("{} (×{n})", lines[i]));
-        } else {
-            out.push(lines[i].clone());
-        }
-        i += n;
-    }
+    let mut out: Vec<String> = runs(0..lines.len(), |i| lines[i].as_str(), usize::MAX)
+        .into_iter()
+        .map(|(first, last)| match last - first + 1 {
+            1 => lines[first].clone(),
+            n => format!("{} (×{n})", lines[first]),
+        })
+        .collect();
     if out.len() > MAX_EVIDENCE {
         let head = 5;
         let tail = MAX_EVIDENCE - head - 1;
