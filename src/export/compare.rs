@@ -128,10 +128,8 @@ pub fn compare(runs: &[RunResults], metric: &'static Metric, noise_pct: f64) -> 
                 let pct = (x - b) / b * 100.0;
                 // Measured noise where the cells were repeated: the wider
                 // of the two cells' spreads, else the --noise band.
-                let measured = [recs[0], recs[k + 1]]
-                    .iter()
-                    .filter_map(|r| r.as_ref()?.spread.map(|s| s.spread_pct))
-                    .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.max(s))));
+                let spread = |r: Option<&&CellRecord>| r.and_then(|r| r.spread);
+                let measured = crate::model::Spread::band(spread(recs[0]), spread(recs[k + 1]));
                 let within_noise = pct.abs() <= measured.unwrap_or(noise_pct);
                 let better = match (within_noise, metric.better) {
                     (true, _) | (_, crate::model::Better::Neither) => None,
@@ -160,7 +158,7 @@ pub fn compare(runs: &[RunResults], metric: &'static Metric, noise_pct: f64) -> 
     }
 }
 
-fn value_text(v: &Value, metric: &Metric) -> String {
+pub(crate) fn value_text(v: &Value, metric: &Metric) -> String {
     match v {
         Value::Ok { value } => metric.unit.compact(crate::model::Value::Number(*value)),
         Value::Missing => "n/a".into(),
@@ -169,7 +167,7 @@ fn value_text(v: &Value, metric: &Metric) -> String {
     }
 }
 
-fn delta_text(d: &Option<Delta>) -> String {
+pub(crate) fn delta_text(d: &Option<Delta>) -> String {
     match d {
         None => "".into(),
         Some(d) if d.within_noise => format!("≈ {:+.1}%", d.pct),

@@ -588,30 +588,24 @@ pub fn html(runs: &[RunReport]) -> String {
             for row in &c.rows {
                 let _ = write!(s, r#"<tr><td class="l">{}</td>"#, esc(&row.cell));
                 for (i, v) in row.values.iter().enumerate() {
-                    let text = match v {
-                        super::compare::Value::Ok { value } => short(*value),
-                        super::compare::Value::Failed { kind } => kind.clone(),
-                        super::compare::Value::Skipped => "skip".into(),
-                        super::compare::Value::Missing => "n/a".into(),
-                    };
+                    let text = super::compare::value_text(v, metric);
                     let _ = write!(s, "<td>{}</td>", esc(&text));
                     if i > 0 {
-                        let (class, d) = match &row.deltas[i - 1] {
-                            None => ("dim", String::new()),
-                            Some(d) if d.within_noise => ("dim", format!("≈ {:+.1}%", d.pct)),
-                            Some(d) if d.better == Some(true) => {
-                                ("better", format!("{:+.1}%", d.pct))
-                            }
-                            Some(d) => ("worse", format!("{:+.1}%", d.pct)),
+                        let d = &row.deltas[i - 1];
+                        let class = match d {
+                            Some(d) if !d.within_noise && d.better == Some(true) => "better",
+                            Some(d) if !d.within_noise && d.better == Some(false) => "worse",
+                            _ => "dim",
                         };
-                        let _ = write!(s, r#"<td class="{class}">{}</td>"#, esc(&d));
+                        let text = super::compare::delta_text(d);
+                        let _ = write!(s, r#"<td class="{class}">{}</td>"#, esc(&text));
                     }
                 }
                 s.push_str("</tr>");
             }
             let _ = write!(
                 s,
-                "</table><p class=\"dim\">≈: within ±2 %, which one measurement per cell cannot tell from noise. {} cells are not in every run.</p>",
+                "</table><p class=\"dim\">≈: within the cells' measured spread where they were repeated, else ±2 %. {} cells are not in every run.</p>",
                 c.only_in.len()
             );
         }

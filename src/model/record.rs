@@ -89,6 +89,16 @@ impl Spread {
         })
     }
 
+    /// The noise a comparison of two cells carries: the wider of their
+    /// measured spreads, in percent; `None` when neither was repeated.
+    pub fn band(a: Option<Spread>, b: Option<Spread>) -> Option<f64> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.spread_pct.max(b.spread_pct)),
+            (Some(s), None) | (None, Some(s)) => Some(s.spread_pct),
+            (None, None) => None,
+        }
+    }
+
     /// The repetition that stands for the cell: the one whose output tok/s
     /// is the median (the lower middle one for an even count).
     pub fn median_index(reps: &[Metrics]) -> usize {

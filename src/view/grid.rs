@@ -158,11 +158,21 @@ impl Grid {
     /// without a value last). Phase headings stay over their configs.
     pub fn arrange(&mut self, v: &ViewState, a: &Arrange, mode: ValueMode) {
         let needle = a.name.to_lowercase();
+        // One pass over the records, not one per config.
+        let failing: std::collections::HashSet<&str> = if a.failures_only {
+            v.records
+                .values()
+                .filter(|r| r.status == Status::Failed)
+                .map(|r| r.config.as_str())
+                .collect()
+        } else {
+            Default::default()
+        };
         let keep = |i: usize| {
             let c = &self.configs[i];
             (needle.is_empty() || c.id.to_lowercase().contains(&needle))
                 && a.phase.as_ref().is_none_or(|p| *p == c.phase)
-                && (!a.failures_only || self.has_failure(v, &c.id))
+                && (!a.failures_only || failing.contains(c.id.as_str()))
         };
         let mut shown = Vec::with_capacity(self.rows.len());
         let mut i = 0;
@@ -198,12 +208,6 @@ impl Grid {
             Row::Config(c) => Some(*c),
             Row::Phase(_) => None,
         })
-    }
-
-    fn has_failure(&self, v: &ViewState, config: &str) -> bool {
-        v.records
-            .values()
-            .any(|r| r.config == config && r.status == Status::Failed)
     }
 
     /// Higher sorts first: the value turned so that better is larger, then
@@ -274,18 +278,18 @@ impl Grid {
                 k.workload == at.workload && k.context == at.context
             })
             .collect();
-        let (cols, x_label, x_of): (Vec<usize>, &str, fn(&Column) -> f64) =
-            if by_concurrency.len() > 1 {
-                (by_concurrency, "concurrency", |k| f64::from(k.concurrency))
-            } else {
-                let by_context = (0..self.columns.len())
-                    .filter(|&c| {
-                        let k = &self.columns[c];
-                        k.workload == at.workload && k.concurrency == at.concurrency
-                    })
-                    .collect();
-                (by_context, "context (tokens)", |k| k.context as f64)
-            };
+        let by_context = by_concurrency.len() <= 1;
+        let (cols, x_label, x_of): (Vec<usize>, &str, fn(&Column) -> f64) = if by_context {
+            let by_context = (0..self.columns.len())
+                .filter(|&c| {
+                    let k = &self.columns[c];
+                    k.workload == at.workload && k.concurrency == at.concurrency
+                })
+                .collect();
+            (by_context, "context (tokens)", |k| k.context as f64)
+        } else {
+            (by_concurrency, "concurrency", |k| f64::from(k.concurrency))
+        };
         let base = self.baselines.get(&row.phase);
         let mut series = Vec::new();
         for (i, cfg) in self.configs.iter().enumerate() {
@@ -318,9 +322,10 @@ impl Grid {
                 points,
             });
         }
-        let what = match by_context_label(x_label) {
-            true => format!("{} c{}", at.workload, at.concurrency),
-            false => format!("{} {}", at.workload, context_label(at.context)),
+        let what = if by_context {
+            format!("{} c{}", at.workload, at.concurrency)
+        } else {
+            format!("{} {}", at.workload, context_label(at.context))
         };
         Some(Chart {
             title: format!("{} · {what} · phase {}", mode.title(), row.phase),
@@ -361,11 +366,7 @@ impl Grid {
         // repetitions' spread) is not one: marked `≈`, not coloured.
         match (mode, shown, base_record) {
             (ValueMode::Speedup(m), CellView::Value { text, tone }, Some(b)) if !row.baseline => {
-                let noise = [r.spread, b.spread]
-                    .iter()
-                    .flatten()
-                    .map(|s| s.spread_pct)
-                    .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.max(s))));
+                let noise = crate::model::Spread::band(r.spread, b.spread);
                 let ratio = match (r.metrics.as_ref(), b.metrics.as_ref()) {
                     (Some(x), Some(y)) => match (m.value(x).number(), m.value(y).number()) {
                         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
@@ -384,10 +385,6 @@ impl Grid {
             (_, shown, _) => shown,
         }
     }
-}
-
-fn by_context_label(x_label: &str) -> bool {
-    x_label.starts_with("context")
 }
 
 /// A workload across a phase's configs, for the dashboard's chart.

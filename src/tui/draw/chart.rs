@@ -10,6 +10,7 @@ use ratatui::widgets::{Axis, Chart, Clear, Dataset, GraphType, LegendPosition, P
 use ratatui::Frame;
 
 use crate::tui::app::App;
+use crate::view::grid::context_label;
 
 /// Series colours; the theme's text colour for a mono theme.
 const COLOURS: [Color; 8] = [
@@ -22,15 +23,6 @@ const COLOURS: [Color; 8] = [
     Color::Blue,
     Color::Green,
 ];
-
-/// `1`, `4`, `1k`, `32k`, `8192`.
-fn x_text(x: f64) -> String {
-    if x >= 1024.0 && (x as u64).is_multiple_of(1024) {
-        format!("{}k", x as u64 / 1024)
-    } else {
-        format!("{x:.0}")
-    }
-}
 
 fn y_text(y: f64) -> String {
     if y == 0.0 {
@@ -132,8 +124,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             2 => vec![xs[0], xs[1]],
             n => vec![xs[0], xs[n / 2], xs[n - 1]],
         };
+        // Concurrency or context, labelled as the grid's column headings are.
         pick.into_iter()
-            .map(|x| Span::styled(x_text(x), t.dim))
+            .map(|x| Span::styled(context_label(x as u64), t.dim))
             .collect()
     };
     let y_labels: Vec<Span> = [0.0, y1 / 2.0, y1]
