@@ -60,9 +60,6 @@ impl Engine {
                 )))
             }
         };
-        if let Ok(mut l) = live.server.log.lock() {
-            l.accept.clear();
-        }
         let active = self.active_gpus(config);
         if let Some(g) = &self.gpu {
             g.begin_cell(config.gpus.as_deref(), &active);

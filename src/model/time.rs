@@ -71,6 +71,19 @@ impl Timestamp {
         )
     }
 
+    /// `YYYY-MM-DD HH:MM` in UTC, for listings.
+    pub fn minute_text(self) -> String {
+        let t = self.datetime();
+        format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute()
+        )
+    }
+
     fn datetime(self) -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.0) * 1_000_000)
             .unwrap_or(OffsetDateTime::UNIX_EPOCH)
@@ -122,21 +135,6 @@ pub fn span_text(secs: f64) -> String {
         60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
         3600..=86_399 => format!("{}h{:02}m", s / 3600, s / 60 % 60),
         _ => format!("{}d{:02}h", s / 86_400, s / 3600 % 24),
-    }
-}
-
-impl Timestamp {
-    /// `YYYY-MM-DD HH:MM` in UTC, for listings.
-    pub fn minute_text(self) -> String {
-        let t = self.datetime();
-        format!(
-            "{:04}-{:02}-{:02} {:02}:{:02}",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute()
-        )
     }
 }
 

@@ -437,7 +437,10 @@ impl App {
             None
         } else {
             let c = self.ui.grid_left + (x - geo.label_w) / (geo.col_w + 1);
-            (c < self.grid.columns.len()).then_some(c)?.into()
+            if c >= self.grid.columns.len() {
+                return None;
+            }
+            Some(c)
         };
         Some((config, col))
     }

@@ -50,47 +50,16 @@ pub fn areas(area: Rect, app: &App) -> Option<Areas> {
     let hints = row(area.height - 1, 1);
     let body_h = area.height - 3;
     let body = Rect::new(area.x, area.y + 2, area.width, body_h);
-    if app.ui.zoom {
+    let (grid, gpu, log) = if app.ui.zoom {
         // The focused pane takes the body; the others have no room.
         let none = Rect::new(area.x, area.y + 2, 0, 0);
-        let (grid, gpu, log) = match app.ui.focus {
+        match app.ui.focus {
             Focus::Grid => (body, None, none),
             Focus::Log => (none, None, body),
             Focus::Gpu => (none, Some(body), none),
-        };
-        return Some(Areas {
-            header,
-            alert,
-            grid,
-            gpu,
-            log,
-            hints,
-        });
-    }
-    // The grid takes what it needs, up to three fifths of the body (or all but
-    // seven rows, whichever is more), and leaves the rest to the GPUs and the log.
-    let needed = app.grid.shown.len() as u16 + 4;
-    let cap = (body_h * 3 / 5).max(body_h.saturating_sub(7));
-    let grid_h = needed.min(cap).max(5);
-    let grid = Rect::new(area.x, area.y + 2, area.width, grid_h);
-    let lower = Rect::new(
-        area.x,
-        grid.y + grid_h,
-        area.width,
-        body_h.saturating_sub(grid_h),
-    );
-    let (gpu, log) = if app.look.show_gpu {
-        let gpu_w = if area.width >= 100 {
-            (area.width * 2 / 5).clamp(36, 72)
-        } else {
-            area.width * 9 / 20
-        };
-        (
-            Some(Rect::new(lower.x, lower.y, gpu_w, lower.height)),
-            Rect::new(lower.x + gpu_w, lower.y, lower.width - gpu_w, lower.height),
-        )
+        }
     } else {
-        (None, lower)
+        split_body(body, app)
     };
     Some(Areas {
         header,
@@ -100,6 +69,35 @@ pub fn areas(area: Rect, app: &App) -> Option<Areas> {
         log,
         hints,
     })
+}
+
+/// The grid takes what it needs, up to three fifths of the body (or all but
+/// seven rows, whichever is more), and leaves the rest to the GPUs and the log.
+fn split_body(body: Rect, app: &App) -> (Rect, Option<Rect>, Rect) {
+    let needed = app.grid.shown.len() as u16 + 4;
+    let cap = (body.height * 3 / 5).max(body.height.saturating_sub(7));
+    let grid_h = needed.min(cap).max(5);
+    let grid = Rect::new(body.x, body.y, body.width, grid_h);
+    let lower = Rect::new(
+        body.x,
+        grid.y + grid_h,
+        body.width,
+        body.height.saturating_sub(grid_h),
+    );
+    let (gpu, log) = if app.look.show_gpu {
+        let gpu_w = if body.width >= 100 {
+            (body.width * 2 / 5).clamp(36, 72)
+        } else {
+            body.width * 9 / 20
+        };
+        (
+            Some(Rect::new(lower.x, lower.y, gpu_w, lower.height)),
+            Rect::new(lower.x + gpu_w, lower.y, lower.width - gpu_w, lower.height),
+        )
+    } else {
+        (None, lower)
+    };
+    (grid, gpu, log)
 }
 
 /// Characters that differ between Unicode and `--ascii`.
@@ -568,10 +566,13 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
     // The hints in the order the keymap lists them, what this view can use.
     let in_tail = [Key::Quit, Key::Help];
     let mut wanted: Vec<(String, &str)> = Vec::new();
+    // Which of them steer the sweep (or leave it): what must fit.
+    let mut steers: Vec<bool> = Vec::new();
     // An attached view says first how to leave it without stopping the sweep.
     if app.attached() {
         if let Some(c) = chord(Key::Detach) {
             wanted.push((c, "detach"));
+            steers.push(true);
         }
     }
     for b in keymap::BINDINGS
@@ -594,6 +595,7 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
         }
         if let Some(c) = chord(b.key) {
             wanted.push((c, label));
+            steers.push(engine_keys.contains(&b.key) || b.key == Key::Export);
         }
     }
     let tail_keys: Vec<(String, &str)> = in_tail
@@ -603,42 +605,31 @@ fn hints(frame: &mut Frame, app: &App, area: Rect) {
     // Roomy (keys boxed, the focus named) when every key the sweep takes
     // fits; compact (`p pause  s skip cfg`) when not, so 80 columns still
     // show pause, skip, retry, exclude and export.
-    let roomy = |(c, l): &(String, &str), last: bool| {
+    let shape = |(c, l): &(String, &str), last: bool, boxed: bool| {
+        let key = if boxed { format!(" {c} ") } else { c.clone() };
         vec![
-            Span::styled(format!(" {c} "), t.hint_key),
+            Span::styled(key, t.hint_key),
             Span::styled(
                 format!(" {l}{}", if last { " " } else { "  " }),
                 t.hint_text,
             ),
         ]
     };
-    let compact = |(c, l): &(String, &str), last: bool| {
-        vec![
-            Span::styled(c.clone(), t.hint_key),
-            Span::styled(
-                format!(" {l}{}", if last { " " } else { "  " }),
-                t.hint_text,
-            ),
-        ]
-    };
-    let essential = wanted.iter().take_while(|(_, l)| *l != "details").count();
+    let roomy = |k: &(String, &str), last: bool| shape(k, last, true);
+    let compact = |k: &(String, &str), last: bool| shape(k, last, false);
     let width_of = |spans: &[Span]| spans.iter().map(|s| s.width()).sum::<usize>();
     let roomy_tail: Vec<Span> = std::iter::once(Span::styled(format!("focus: {focus} "), t.dim))
         .chain(tail_keys.iter().flat_map(|k| roomy(k, true)))
         .collect();
-    let roomy_need: usize = wanted[..essential]
+    let roomy_need: usize = wanted
         .iter()
-        .map(|k| width_of(&roomy(k, false)))
+        .zip(&steers)
+        .filter(|(_, steers)| **steers)
+        .map(|(k, _)| width_of(&roomy(k, false)))
         .sum::<usize>()
         + width_of(&roomy_tail);
     let is_compact = roomy_need > width;
-    let style = |k: &(String, &str), last: bool| {
-        if is_compact {
-            compact(k, last)
-        } else {
-            roomy(k, last)
-        }
-    };
+    let style = |k: &(String, &str), last: bool| shape(k, last, !is_compact);
     let tail: Vec<Span> = if is_compact {
         std::iter::once(Span::raw(" "))
             .chain(tail_keys.iter().flat_map(|k| compact(k, true)))
