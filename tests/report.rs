@@ -12,29 +12,6 @@ use std::time::Duration;
 
 use common::*;
 
-const PLAN: &str = r#"
-name = "report"
-[server]
-command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2 {fault}"
-port = "auto"
-stop_grace_s = 1
-[limits]
-context = 4096
-[[workloads]]
-id = "w"
-contexts = [64]
-concurrency = [1, 2]
-requests = 2
-max_tokens = 8
-[[phases]]
-id = "p"
-vars = { fault = "" }
-matrix = { kind = ["base", "fast", "crash"] }
-  [[phases.set]]
-  when = { kind = "crash" }
-  vars = { fault = "--fault crash:cuda_illegal_instruction@1" }
-"#;
-
 fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
@@ -52,7 +29,10 @@ fn the_report_is_one_file_with_the_runs_numbers_charts_and_failures() {
     let dir = scratch("report");
     let tag = format!("report-{}", std::process::id());
     let _cleanup = KillTagged(tag.clone());
-    let (run, _) = run_plan(&dir, &tag, PLAN, Duration::from_secs(120));
+    // Two healthy configs and a crashing one, at two concurrencies.
+    let plan = tiny_plan_with_crash(&["base", "fast"])
+        .replace("concurrency = [1]", "concurrency = [1, 2]");
+    let (run, _) = run_plan(&dir, &tag, &plan, Duration::from_secs(120));
     let out = dir.join("report.html");
     let mut cmd = sweeptop(&tag);
     cmd.arg("report").arg(&run).arg("-o").arg(&out);

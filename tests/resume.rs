@@ -113,12 +113,7 @@ fn a_finished_run_says_nothing_is_left_and_retries_what_it_is_told() {
     let tag = format!("resume-retry-{}", std::process::id());
     let _cleanup = KillTagged(tag.clone());
     // Two configs: one healthy, one whose server crashes on its first request.
-    let plan = format!(
-        "{TINY_PLAN}vars = {{ fault = \"\" }}\nmatrix = {{ kind = [\"ok\", \"crash\"] }}\n\
-         [[phases.set]]\nwhen = {{ kind = \"crash\" }}\n\
-         vars = {{ fault = \"--fault crash:cuda_illegal_instruction@1\" }}\n"
-    )
-    .replace("--itl-ms 2\"", "--itl-ms 2 {fault}\"");
+    let plan = tiny_plan_with_crash(&["ok"]);
     let (run, _) = run_plan(&dir, &tag, &plan, Duration::from_secs(120));
     let before = results(&run);
     let failed: Vec<String> = before

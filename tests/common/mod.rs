@@ -222,6 +222,23 @@ max_tokens = 8
 id = "p"
 "#;
 
+/// [`TINY_PLAN`] with one config per `healthy` kind and one, `crash`, whose
+/// server dies with a CUDA illegal instruction on its first request.
+pub fn tiny_plan_with_crash(healthy: &[&str]) -> String {
+    let kinds: Vec<String> = healthy
+        .iter()
+        .chain(&["crash"])
+        .map(|k| format!("\"{k}\""))
+        .collect();
+    format!(
+        "{TINY_PLAN}vars = {{ fault = \"\" }}\nmatrix = {{ kind = [{}] }}\n\
+         [[phases.set]]\nwhen = {{ kind = \"crash\" }}\n\
+         vars = {{ fault = \"--fault crash:cuda_illegal_instruction@1\" }}\n",
+        kinds.join(", ")
+    )
+    .replace("--itl-ms 2\"", "--itl-ms 2 {fault}\"")
+}
+
 /// `sweeptop run PLAN --headless --no-gpu --out OUT`, tagged.
 pub fn headless_run(tag: &str, plan: &Path, out: &Path) -> Command {
     let mut cmd = sweeptop(tag);
