@@ -32,7 +32,7 @@ fn simulated_gpus_follow_the_engine() {
     }
 
     // Server on GPU 0 with a cell in flight: memory climbs to ~75 %, util 85–99.
-    sim.set(&[0], true, Some(SERVER_PID));
+    sim.set(SERVER_PID, &[0], true);
     let mut last = idle;
     for _ in 0..12 {
         last = sample_once(&source, &ours);
@@ -52,13 +52,13 @@ fn simulated_gpus_follow_the_engine() {
     assert!(last.gpus[1].processes.is_empty());
 
     // Between cells: memory stays, util drops to ~0.
-    sim.set(&[0], false, Some(SERVER_PID));
+    sim.set(SERVER_PID, &[0], false);
     let between = sample_once(&source, &ours);
     assert!(between.gpus[0].util_pct.unwrap() <= 1);
     assert!(between.gpus[0].mem_used_mib.unwrap() > 100_000);
 
     // Server stopped: memory freed at once, process gone.
-    sim.set(&[], false, None);
+    sim.remove(SERVER_PID);
     let after = sample_once(&source, &ours);
     assert_eq!(after.gpus[0].mem_used_mib, Some(0));
     assert!(after.gpus[0].processes.is_empty());
@@ -224,7 +224,7 @@ fn cell_aggregates_peak_memory_and_mean_util_over_the_config_gpus() {
 #[test]
 fn snapshots_round_trip_through_json() {
     let sim = SimGpus::new(1);
-    sim.set(&[0], true, Some(SERVER_PID));
+    sim.set(SERVER_PID, &[0], true);
     let snap = sample_once(&GpuSource::Simulated(sim), &|_| true);
     let json = serde_json::to_string(&snap).unwrap();
     assert!(json.contains(r#""status":{"state":"simulated"}"#), "{json}");

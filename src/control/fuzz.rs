@@ -27,8 +27,9 @@ fn command() -> impl Strategy<Value = Command> {
         Just(Command::Pause),
         Just(Command::Resume),
         Just(Command::TogglePause),
-        Just(Command::SkipConfig),
-        Just(Command::SkipCell),
+        Just(Command::SkipConfig { config: None }),
+        Just(Command::SkipCell { config: None }),
+        "[a-z0-9-]{1,12}".prop_map(|c| Command::SkipConfig { config: Some(c) }),
         Just(Command::Quit),
         target.clone().prop_map(|target| Command::Retry { target }),
         target
@@ -148,6 +149,8 @@ proptest! {
             Command::Retry { target } => format!("retry={target}"),
             Command::Exclude { config } => format!("exclude={config}"),
             Command::Include { config } => format!("include={config}"),
+            Command::SkipConfig { config: Some(c) } => format!("skip-config={c}"),
+            Command::SkipCell { config: Some(c) } => format!("skip-cell={c}"),
             other => other.name().replace('_', "-"),
         };
         prop_assert_eq!(typed.parse::<Command>(), Ok(c));

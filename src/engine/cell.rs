@@ -9,19 +9,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::commands::Between;
 use super::launch::{Live, Prompts};
 use super::outcome::{self, CellEnd};
 use super::server::Server;
-use super::Engine;
+use super::Lane;
 use crate::detect::{self, ServerHealth};
 use crate::load::{self, CellLoad};
 use crate::model::{
-    Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, Level, Metrics,
-    RequestRecord, Spread, Timestamp,
+    ContextNumbers, Event, Failure, FailureKind, FailureSource, Level, Metrics, RequestRecord,
+    Spread, Timestamp,
 };
 use crate::plan::{Cache, Cell, Config, Overflow, Plan, ShortRequests};
 
-impl Engine {
+impl Lane {
     /// Run one cell on a live server and say how it ended.
     pub(super) async fn run_cell(
         &mut self,
@@ -30,6 +31,7 @@ impl Engine {
         live: &mut Live,
     ) -> CellEnd {
         let started_at = Timestamp::now();
+        self.cell_started(&cell.id, &config.id);
         self.emit(Event::CellStarted {
             at: started_at,
             cell: cell.id.clone(),
@@ -60,9 +62,10 @@ impl Engine {
                 )))
             }
         };
-        let active = self.active_gpus(config);
-        if let Some(g) = &self.gpu {
-            g.begin_cell(config.gpus.as_deref(), &active);
+        let active = self.gpus.clone();
+        let pgid = live.server.pgid;
+        if let Some(g) = self.gpu() {
+            g.begin_cell(&cell.id, pgid, &active);
         }
         let cold = self
             .plan
@@ -99,8 +102,8 @@ impl Engine {
             {
                 Ok(run) => run,
                 Err(end) => {
-                    if let Some(g) = &self.gpu {
-                        g.end_cell(&active);
+                    if let Some(g) = self.gpu() {
+                        g.end_cell(&cell.id, pgid, &active);
                     }
                     return end;
                 }
@@ -122,8 +125,8 @@ impl Engine {
                     kept.push((metrics, warnings));
                 }
                 Err(f) => {
-                    if let Some(g) = &self.gpu {
-                        g.end_cell(&active);
+                    if let Some(g) = self.gpu() {
+                        g.end_cell(&cell.id, pgid, &active);
                     }
                     return if health.died.is_some() {
                         CellEnd::ServerDied(failed(f.clone()), f)
@@ -135,7 +138,7 @@ impl Engine {
                 }
             }
         }
-        let gpu = self.gpu.as_ref().map(|g| g.end_cell(&active));
+        let gpu = self.gpu().map(|g| g.end_cell(&cell.id, pgid, &active));
         let all: Vec<Metrics> = kept.iter().map(|(m, _)| m.clone()).collect();
         let (mut metrics, mut warnings) = kept.swap_remove(Spread::median_index(&all));
         if let Some((mem, util)) = gpu {
@@ -213,7 +216,8 @@ impl Engine {
             0 => cell.id.clone(),
             k => format!("{}.rep{}", cell.id, k + 1),
         };
-        let mut requests = match self.run.requests_writer(&name) {
+        let writer = self.book().run.requests_writer(&name);
+        let mut requests = match writer {
             Ok(w) => Some(w),
             Err(e) => {
                 self.notice(
@@ -258,15 +262,15 @@ impl Engine {
                         );
                         return Err(CellEnd::Stalled(failed(stall_evidence(f, &live.server))));
                     }
-                    req = self.commands.recv() => {
-                        let Some(req) = req else { continue };
-                        if self.apply(&req) {
-                            return Err(CellEnd::Quit);
+                    changed = self.steer.changed() => {
+                        if changed.is_err() {
+                            continue;
                         }
-                        match req.command {
-                            Command::SkipCell => return Err(CellEnd::Skipped(outcome::skipped(cell, started_at))),
-                            Command::SkipConfig => return Err(CellEnd::SkipConfig(outcome::skipped(cell, started_at))),
-                            _ => {}
+                        match self.interrupted_by(&cell.config) {
+                            Some(Between::Quit) => return Err(CellEnd::Quit),
+                            Some(Between::SkipCell) => return Err(CellEnd::Skipped(outcome::skipped(cell, started_at))),
+                            Some(Between::SkipConfig) => return Err(CellEnd::SkipConfig(outcome::skipped(cell, started_at))),
+                            Some(Between::Continue) | None => {}
                         }
                     }
                 }

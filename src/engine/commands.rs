@@ -3,7 +3,7 @@
 //! queue is drained and a pause holds the sweep; during a cell [`Engine::apply`]
 //! is called as commands arrive.
 
-use super::{Engine, Request};
+use super::{Core, Lane, Request, Skip};
 use crate::model::{Command, Event, Level, Timestamp};
 use crate::plan::Plan;
 
@@ -14,6 +14,12 @@ pub fn target_problem(plan: &Plan, cmd: &Command) -> Option<String> {
     let (target, cells_too) = match cmd {
         Command::Retry { target } => (target, true),
         Command::Exclude { config } | Command::Include { config } => (config, false),
+        Command::SkipConfig {
+            config: Some(config),
+        }
+        | Command::SkipCell {
+            config: Some(config),
+        } => (config, false),
         _ => return None,
     };
     let is_config = plan.config(target).is_some();
@@ -53,15 +59,17 @@ pub(super) enum Between {
     SkipCell,
 }
 
-impl Engine {
-    /// Record and apply a command. Returns true for quit.
-    pub(super) fn apply(&mut self, req: &Request) -> bool {
+impl Core {
+    /// Record and apply a command, then wake every lane to look. A skip that
+    /// names no config goes to the config that started first among those
+    /// running (or, between configs, to the next one).
+    pub(super) fn apply(&self, req: &Request) {
         if let Some(problem) = target_problem(&self.plan, &req.command) {
             self.notice(
                 Level::Warn,
                 format!("ignored from {}: {problem}", req.source),
             );
-            return false;
+            return;
         }
         self.emit(Event::Action {
             at: Timestamp::now(),
@@ -69,30 +77,58 @@ impl Engine {
             target: req.command.target(),
             source: req.source.clone(),
         });
-        match &req.command {
-            Command::Pause => self.set_paused(true),
-            Command::Resume => self.set_paused(false),
-            Command::TogglePause => self.set_paused(!self.paused),
-            Command::Retry { target } => {
-                if !self.retry_queue.contains(target) {
-                    self.retry_queue.push_back(target.clone());
+        let pause = {
+            let mut book = self.book();
+            match &req.command {
+                Command::Pause => Some(true),
+                Command::Resume => Some(false),
+                Command::TogglePause => Some(!book.paused),
+                Command::Retry { target } => {
+                    if !book.retry_queue.contains(target) {
+                        book.retry_queue.push_back(target.clone());
+                    }
+                    None
+                }
+                Command::Exclude { config } => {
+                    book.excluded.insert(config.clone());
+                    None
+                }
+                Command::Include { config } => {
+                    book.excluded.remove(config);
+                    None
+                }
+                Command::Quit => {
+                    book.quit = true;
+                    None
+                }
+                Command::SkipConfig { config } | Command::SkipCell { config } => {
+                    let skip = if matches!(req.command, Command::SkipConfig { .. }) {
+                        Skip::Config
+                    } else {
+                        Skip::Cell
+                    };
+                    let config = config
+                        .clone()
+                        .or_else(|| book.lanes.first().map(|l| l.config.clone()));
+                    book.skips.push((config, skip));
+                    None
                 }
             }
-            Command::Exclude { config } => {
-                self.excluded.insert(config.clone());
-            }
-            Command::Include { config } => {
-                self.excluded.remove(config);
-            }
-            Command::Quit => return true,
-            Command::SkipConfig | Command::SkipCell => {}
+        };
+        if let Some(paused) = pause {
+            self.set_paused(paused);
         }
-        false
+        self.steer.send_modify(|n| *n += 1);
     }
 
-    fn set_paused(&mut self, paused: bool) {
-        if self.paused != paused {
-            self.paused = paused;
+    fn set_paused(&self, paused: bool) {
+        let changed = {
+            let mut book = self.book();
+            let changed = book.paused != paused;
+            book.paused = paused;
+            changed
+        };
+        if changed {
             let at = Timestamp::now();
             self.emit(if paused {
                 Event::Paused { at }
@@ -102,39 +138,52 @@ impl Engine {
         }
     }
 
-    /// Between cells: apply queued commands, and hold while paused.
-    pub(super) async fn between_steps(&mut self) -> Between {
-        let mut skip = None;
-        loop {
-            while let Ok(req) = self.commands.try_recv() {
-                if self.apply(&req) {
-                    return Between::Quit;
-                }
-                skip = skip_of(&req.command).or(skip);
-            }
-            if let Some(s) = skip {
-                return s;
-            }
-            if !self.paused {
-                return Between::Continue;
-            }
-            match self.commands.recv().await {
-                Some(req) => {
-                    if self.apply(&req) {
-                        return Between::Quit;
-                    }
-                    skip = skip_of(&req.command);
-                }
-                None => return Between::Continue,
-            }
-        }
+    /// A skip asked for `config` (or for whichever config looks first).
+    pub(super) fn take_skip(&self, config: &str) -> Option<Skip> {
+        let mut book = self.book();
+        let i = book
+            .skips
+            .iter()
+            .position(|(c, _)| c.as_deref().is_none_or(|c| c == config))?;
+        Some(book.skips.remove(i).1)
     }
 }
 
-fn skip_of(c: &Command) -> Option<Between> {
-    match c {
-        Command::SkipConfig => Some(Between::SkipConfig),
-        Command::SkipCell => Some(Between::SkipCell),
-        _ => None,
+impl Lane {
+    /// Between cells of `config`: what was asked for it, holding while paused.
+    pub(super) async fn between_steps(&mut self, config: &str) -> Between {
+        loop {
+            if self.quitting() {
+                return Between::Quit;
+            }
+            match self.take_skip(config) {
+                Some(Skip::Config) => return Between::SkipConfig,
+                Some(Skip::Cell) => return Between::SkipCell,
+                None => {}
+            }
+            if !self.book().paused {
+                return Between::Continue;
+            }
+            if self.steer.changed().await.is_err() {
+                return Between::Continue;
+            }
+        }
+    }
+
+    /// During a step of `config` (a cell, a launch): whether the user asked
+    /// to quit or to skip it, after a wake-up from [`Core::apply`].
+    pub(super) fn interrupted_by(&self, config: &str) -> Option<Between> {
+        if self.quitting() {
+            return Some(Between::Quit);
+        }
+        let mut book = self.book();
+        let i = book
+            .skips
+            .iter()
+            .position(|(c, _)| c.as_deref() == Some(config))?;
+        Some(match book.skips.remove(i).1 {
+            Skip::Config => Between::SkipConfig,
+            Skip::Cell => Between::SkipCell,
+        })
     }
 }

@@ -8,12 +8,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::commands::Between;
 use super::server::{ExitInfo, Launch, Server};
-use super::{preflight, Engine};
+use super::{preflight, Lane};
 use crate::detect;
 use crate::load::{self, Target};
 use crate::model::{
-    Command, Event, Failure, FailureKind, FailureSource, GpuStatus, Level, ServerMeta, Timestamp,
+    Event, Failure, FailureKind, FailureSource, GpuStatus, Level, ServerMeta, Timestamp,
 };
 use crate::plan::{Config, ContextLimit};
 
@@ -38,7 +39,7 @@ pub(super) struct Live {
     pub said_no_metrics: bool,
 }
 
-impl Engine {
+impl Lane {
     /// Preflight, spawn and wait for readiness. `Ok(None)` means quit.
     pub(super) async fn launch(
         &mut self,
@@ -48,14 +49,17 @@ impl Engine {
         attempt: u32,
     ) -> Result<Option<Live>, Failure> {
         let port = self.preflight(config).await?;
-        let sweeptop = self.opts.sweeptop_exe.display().to_string();
-        let run_dir = self.run.path.display().to_string();
+        let sweeptop = self.sweeptop_exe.display().to_string();
+        let run_dir = self.run_path.display().to_string();
+        let gpus: Vec<String> = self.gpus.iter().map(u32::to_string).collect();
+        let gpus = gpus.join(",");
         let fill = |s: &str| {
             crate::plan::template::fill(s, &|name| match name {
                 "port" => Some(port.to_string()),
                 "host" => Some(config.host.clone()),
                 "run_dir" => Some(run_dir.clone()),
                 "sweeptop" => Some(sweeptop.clone()),
+                "gpus" => Some(gpus.clone()),
                 other => Some(format!("{{{other}}}")),
             })
             .unwrap_or_else(|_| s.to_string())
@@ -78,8 +82,9 @@ impl Engine {
             total,
             command: command.clone(),
             attempt: attempt + 1,
+            gpus: self.gpus.clone(),
         });
-        self.run.note_in_log(
+        self.book().run.note_in_log(
             &config.id,
             &format!(
                 "# sweeptop {} launch {} of {}: {command}",
@@ -88,7 +93,7 @@ impl Engine {
                 config.id
             ),
         );
-        let log_path = self.run.log_path(&config.id);
+        let log_path = self.book().run.log_path(&config.id);
         let mut server = Server::spawn(Launch {
             argv: &argv,
             shell: config.shell,
@@ -105,17 +110,12 @@ impl Engine {
                 argv.first().map_or("", String::as_str)
             ))
         })?;
-        if let Some(g) = &self.gpu {
-            g.set_server(server.pgid, &self.active_gpus(config));
+        if let Some(g) = self.gpu() {
+            g.add_server(server.pgid, &self.gpus);
         }
         crate::store::crash_point("server.unrecorded");
         let start = super::process::start_time(server.pgid).unwrap_or(0);
-        if let Err(e) = self.run.record_server(server.pgid, start) {
-            self.notice(
-                Level::Warn,
-                format!("cannot record the server's process group: {e}"),
-            );
-        }
+        self.server_started(&config.id, &self.gpus, server.pgid, start);
         let base = format!("http://{}:{}", url_host(&config.host), port);
         match self.wait_ready(config, &mut server, &base).await {
             Ok(true) => {}
@@ -252,19 +252,22 @@ impl Engine {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(200)) => {}
                 _ = exit.changed() => {}
-                req = self.commands.recv() => {
-                    if let Some(req) = req {
-                        let quit = self.apply(&req);
-                        if req.command == Command::SkipConfig {
+                changed = self.steer.changed() => {
+                    if changed.is_err() {
+                        continue;
+                    }
+                    match self.interrupted_by(&config.id) {
+                        Some(Between::Quit) => return Ok(false),
+                        Some(Between::SkipConfig) => {
                             return Err(Failure::new(
                                 FailureKind::StartupFailed,
                                 FailureSource::Client,
                                 "skipped while starting",
                             ));
                         }
-                        if quit {
-                            return Ok(false);
-                        }
+                        // A cell skipped while the server starts is its first.
+                        Some(Between::SkipCell) => self.book().skips.push((Some(config.id.clone()), super::Skip::Cell)),
+                        Some(Between::Continue) | None => {}
                     }
                 }
             }
@@ -289,9 +292,9 @@ impl Engine {
         let how = server
             .stop(Duration::from_secs_f64(config.stop_grace_s))
             .await;
-        self.run.clear_server();
-        if let Some(g) = &self.gpu {
-            g.set_server(0, &[]);
+        self.server_stopped(&config.id);
+        if let Some(g) = self.gpu() {
+            g.remove_server(server.pgid);
         }
         self.emit(Event::ServerStopped {
             at: Timestamp::now(),
@@ -322,10 +325,10 @@ impl Engine {
             }
             None => None,
         };
-        let snapshot = self.gpu.as_ref().and_then(|g| g.latest());
+        let snapshot = self.gpu().and_then(|g| g.latest());
         let (mut gpus, mut driver, mut cuda) = (Vec::new(), None, None);
         if let Some(s) = &snapshot {
-            for i in self.active_gpus(config) {
+            for &i in &self.gpus {
                 if let Some(g) = s.gpu(i) {
                     gpus.push(format!("{i}: {}", g.name));
                 }
@@ -346,21 +349,6 @@ impl Engine {
             driver,
             cuda,
             sweeptop_version: env!("CARGO_PKG_VERSION").to_string(),
-        }
-    }
-
-    pub(super) fn active_gpus(&self, config: &Config) -> Vec<u32> {
-        match &config.gpus {
-            Some(g) => g.clone(),
-            None => {
-                let n = self
-                    .gpu
-                    .as_ref()
-                    .and_then(|g| g.latest())
-                    .map(|s| s.gpus.len() as u32)
-                    .unwrap_or(0);
-                (0..n).collect()
-            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (one constructor each for skipped, failed and ok), and writing them durably
 //! before anyone is told.
 
-use super::{Engine, EngineError};
+use super::{Core, EngineError};
 use crate::model::{CellRecord, Event, Failure, Metrics, Status, Timestamp};
 use crate::plan::Cell;
 
@@ -43,6 +43,8 @@ fn record_of(
         warnings: Vec::new(),
         repetitions: Vec::new(),
         spread: None,
+        beside: Vec::new(),
+        gpus: Vec::new(),
     }
 }
 
@@ -58,11 +60,12 @@ pub(super) fn ok(cell: &Cell, started_at: Timestamp, metrics: Metrics) -> CellRe
     record_of(cell, started_at, Status::Ok, None, Some(metrics))
 }
 
-impl Engine {
+impl Core {
     /// Append one finished cell to `results.jsonl` (fsynced), then tell
     /// everyone. A record that claims `ok` without tokens is never written as
-    /// such: it is recorded as `zero_tokens`.
-    pub(super) fn record(&mut self, mut record: CellRecord) -> Result<(), EngineError> {
+    /// such: it is recorded as `zero_tokens`. A cell that ran carries the
+    /// GPUs it ran on and the configs that ran beside it.
+    pub(super) fn record(&self, mut record: CellRecord) -> Result<(), EngineError> {
         if !record.holds_invariant() {
             debug_assert!(false, "ok without tokens: {record:?}");
             let requests = record.metrics.as_ref().map_or(0, |m| m.requests);
@@ -70,9 +73,18 @@ impl Engine {
             record.metrics = None;
             record.failure = Some(crate::detect::zero_tokens(requests));
         }
-        self.run.append_result(&record)?;
-        self.done.insert(record.cell.clone());
-        self.statuses.insert(record.cell.clone(), record.status);
+        {
+            let mut book = self.book();
+            if let Some(beside) = book.beside.remove(&record.cell) {
+                record.beside = beside.into_iter().collect();
+                if let Some(lane) = book.lanes.iter().find(|l| l.config == record.config) {
+                    record.gpus = lane.gpus.clone();
+                }
+            }
+            book.run.append_result(&record)?;
+            book.done.insert(record.cell.clone());
+            book.statuses.insert(record.cell.clone(), record.status);
+        }
         self.emit(Event::CellFinished {
             at: Timestamp::now(),
             record: Box::new(record),
@@ -81,18 +93,14 @@ impl Engine {
     }
 
     /// Mark cells that cannot run with the same failure.
-    pub(super) fn fail_all(
-        &mut self,
-        cells: &[Cell],
-        failure: &Failure,
-    ) -> Result<(), EngineError> {
+    pub(super) fn fail_all(&self, cells: &[Cell], failure: &Failure) -> Result<(), EngineError> {
         for c in cells {
             self.record(failed(c, Timestamp::now(), failure.clone()))?;
         }
         Ok(())
     }
 
-    pub(super) fn skip_all(&mut self, cells: &[Cell]) -> Result<(), EngineError> {
+    pub(super) fn skip_all(&self, cells: &[Cell]) -> Result<(), EngineError> {
         for c in cells {
             self.record(skipped(c, Timestamp::now()))?;
         }

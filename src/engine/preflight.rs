@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{process, Engine};
+use super::{process, Lane};
 use crate::model::{Failure, FailureKind, FailureSource, Level, Timestamp};
 use crate::plan::{Config, ForeignGpu, Port};
 
@@ -19,7 +19,7 @@ pub(super) fn failure(message: String) -> Failure {
     )
 }
 
-impl Engine {
+impl Lane {
     /// Check a config before its launch; the port to start it on.
     pub(super) async fn preflight(&mut self, config: &Config) -> Result<u16, Failure> {
         for path in &config.requires {
@@ -50,14 +50,16 @@ impl Engine {
     /// or only warn when the plan says so. Judged on a sample taken after the
     /// previous server stopped.
     async fn check_foreign_gpu_processes(&mut self, config: &Config) -> Result<(), Failure> {
-        let fresh = match &self.gpu {
+        let fresh = match self.gpu() {
             Some(g) => g.fresh_after(Timestamp::now()).await,
             None => None,
         };
         let Some(snap) = fresh else {
             return Ok(());
         };
-        let foreign = crate::gpu::foreign_processes(&snap, config.gpus.as_deref());
+        // Its own GPUs: its list, those picked for it, or (saying none) all.
+        let mine = config.gpus_wanted().map(|_| self.gpus.as_slice());
+        let foreign = crate::gpu::foreign_processes(&snap, mine);
         if foreign.is_empty() {
             return Ok(());
         }

@@ -1,13 +1,19 @@
-//! The sweep loop: every config in plan order (then the cells queued to run
-//! again), and per config its cells on one server, relaunched when it dies or
-//! stalls, until every cell has a record or the user quits.
+//! The sweep loop: phase by phase, each config placed on GPUs and run in a
+//! lane (one at a time, or side by side where the phase packs and their GPUs
+//! do not overlap), then the cells queued to run again; per config its cells
+//! on one server, relaunched when it dies or stalls, until every cell has a
+//! record or the user quits.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
 
 use super::commands::Between;
 use super::outcome::CellEnd;
-use super::{process, Engine, EngineError, Outcome};
+use super::place::{self, Place};
+use super::{process, Core, Engine, EngineError, Lane, Outcome};
 use crate::model::{
     Event, Failure, FailureKind, FailureSource, Level, RunState, Status, Timestamp,
 };
@@ -19,90 +25,135 @@ pub(super) enum Flow {
     Quit,
 }
 
+/// How long a config may wait for free GPUs with nothing of ours running
+/// (memory another process is still releasing) before it fails.
+const WAIT_FOR_FREE: Duration = Duration::from_secs(20);
+
 impl Engine {
     /// Run the sweep to the end (or until asked to quit).
-    pub async fn run(mut self) -> Result<Outcome, EngineError> {
-        let plan = self.plan.clone();
-        self.emit(Event::SweepStarted {
+    pub async fn run(self) -> Result<Outcome, EngineError> {
+        let Engine {
+            core,
+            mut commands,
+            gpu_source,
+            gpu_interval,
+            retry,
+        } = self;
+        let plan = core.plan.clone();
+        let already_done = core.book().done.len();
+        core.emit(Event::SweepStarted {
             at: Timestamp::now(),
             plan: plan.name.clone(),
-            run_dir: self.run.path.display().to_string(),
+            run_dir: core.run_path.display().to_string(),
             configs: plan.configs.len(),
             cells: plan.cells.len(),
-            already_done: self.done.len(),
+            already_done,
         });
         // `--retry` is recorded like the `r` key, with its source.
-        for (target, why) in std::mem::take(&mut self.opts.retry) {
-            self.emit(Event::Action {
+        for (target, why) in retry {
+            core.emit(Event::Action {
                 at: Timestamp::now(),
                 action: "retry".into(),
                 target: Some(target),
                 source: format!("command line ({why})"),
             });
         }
-        let source = std::mem::replace(&mut self.opts.gpu, crate::gpu::GpuSource::Disabled);
-        let mut gpu_log = store::GpuLog::open(&self.run.path);
-        self.gpu = Some(crate::gpu::Telemetry::start(
-            source,
-            self.opts.gpu_interval,
-            self.bus.events.clone(),
+        let mut gpu_log = store::GpuLog::open(&core.run_path);
+        let _ = core.gpu.set(crate::gpu::Telemetry::start(
+            gpu_source,
+            gpu_interval,
+            core.bus.events.clone(),
             Box::new(move |snap| gpu_log.keep(snap)),
         ));
-        if let Some((pgid, start)) = store::recorded_server(&self.run.path) {
+        for (pgid, start) in store::recorded_servers(&core.run_path) {
             if let Some(how) = process::stop_leftover(pgid, start).await {
-                self.notice(
+                core.notice(
                     Level::Warn,
                     format!("stopped server process group {pgid} left by an earlier run ({how})"),
                 );
             }
-            self.run.clear_server();
         }
+        let _ = core.book().run.record_servers(&[]);
         // Servers of this run that were never recorded (killed between their
         // start and `server.pid`), found by their tag.
-        for pgid in process::tagged_groups(&self.run_tag) {
+        for pgid in process::tagged_groups(&core.run_tag) {
             let how = process::stop_group(pgid).await;
-            self.notice(
+            core.notice(
                 Level::Warn,
                 format!("stopped server process group {pgid} left by an earlier run of this directory ({how})"),
             );
         }
-        let total = plan.configs.len();
-        for (i, config) in plan.configs.iter().enumerate() {
-            let mut pending: Vec<Cell> = plan
-                .cells_of(&config.id)
-                .filter(|c| !self.done.contains(&c.id))
-                .cloned()
-                .collect();
-            if pending.is_empty() {
-                continue;
-            }
-            match self.between_steps().await {
-                Between::Quit => return self.interrupted("quit").await,
-                Between::SkipConfig => {
-                    self.skip_all(&pending)?;
-                    continue;
+        // One reader of the commands applies them all; lanes look when woken.
+        let dispatcher = {
+            let core = core.clone();
+            tokio::spawn(async move {
+                while let Some(req) = commands.recv().await {
+                    core.apply(&req);
                 }
-                Between::SkipCell => {
-                    let first = pending.remove(0);
-                    self.skip_all(&[first])?;
-                }
-                Between::Continue => {}
+            })
+        };
+        let flow = core.clone().schedule().await;
+        dispatcher.abort();
+        if let Some(g) = core.gpu() {
+            // One sample after the last server stopped, so views end on the
+            // GPUs' real state rather than the last busy sample.
+            let _ = g.fresh_after(Timestamp::now()).await;
+        }
+        match flow? {
+            Flow::Quit => {
+                core.emit(Event::SweepInterrupted {
+                    at: Timestamp::now(),
+                    reason: "quit".to_string(),
+                });
+                core.book().run.set_state(RunState::Interrupted)?;
+                Ok(Outcome::Interrupted)
             }
-            // An excluded config's cells are recorded as skipped, so the run
-            // accounts for every cell.
-            if self.excluded.contains(&config.id) {
-                self.skip_all(&pending)?;
-                continue;
-            }
-            if pending.is_empty() {
-                continue;
-            }
-            if let Flow::Quit = self.run_config(config, i, total, pending).await? {
-                return self.interrupted("quit").await;
+            Flow::Continue => {
+                // Counted per cell (the last record wins), so a retried cell counts once.
+                let (ok, failed, skipped) = {
+                    let book = core.book();
+                    let count = |s: Status| book.statuses.values().filter(|&&v| v == s).count();
+                    (
+                        count(Status::Ok),
+                        count(Status::Failed),
+                        count(Status::Skipped),
+                    )
+                };
+                core.emit(Event::SweepFinished {
+                    at: Timestamp::now(),
+                    ok,
+                    failed,
+                    skipped,
+                });
+                core.book().run.set_state(RunState::Finished)?;
+                Ok(Outcome::Finished)
             }
         }
-        // Cells queued for another try run last, grouped by config.
-        while let Some(target) = self.retry_queue.pop_front() {
+    }
+}
+
+/// A lane's end: its config, its GPUs, how it ended.
+type LaneEnd = (String, Result<Flow, EngineError>);
+
+impl Core {
+    /// Every phase in plan order, then the queued retries.
+    async fn schedule(self: Arc<Core>) -> Result<Flow, EngineError> {
+        let plan = self.plan.clone();
+        for phase in &plan.phases {
+            let configs: Vec<&Config> = phase
+                .configs
+                .iter()
+                .filter_map(|id| plan.config(id))
+                .collect();
+            if let Flow::Quit = self.clone().run_phase(&configs, phase.pack).await? {
+                return Ok(Flow::Quit);
+            }
+        }
+        // Cells queued for another try run last, grouped by config, one at a time.
+        loop {
+            let Some(target) = self.book().retry_queue.pop_front() else {
+                break;
+            };
             let cells: Vec<Cell> = plan
                 .cells
                 .iter()
@@ -112,57 +163,208 @@ impl Engine {
             let Some(config) = cells.first().and_then(|c| plan.config(&c.config)) else {
                 continue;
             };
-            let i = plan
-                .configs
-                .iter()
-                .position(|c| c.id == config.id)
-                .unwrap_or(0);
-            if self.excluded.contains(&config.id) {
+            if self.book().excluded.contains(&config.id) {
                 continue;
             }
-            if let Between::Quit = self.between_steps().await {
-                return self.interrupted("quit").await;
-            }
-            if let Flow::Quit = self.run_config(config, i, total, cells).await? {
-                return self.interrupted("quit").await;
+            if let Flow::Quit = self.clone().run_phase_cells(config, cells).await? {
+                return Ok(Flow::Quit);
             }
         }
-        // Counted per cell (the last record wins), so a retried cell counts once.
-        let count = |s: Status| self.statuses.values().filter(|&&v| v == s).count();
-        self.settle_gpu().await;
-        let (ok, failed, skipped) = (
-            count(Status::Ok),
-            count(Status::Failed),
-            count(Status::Skipped),
-        );
-        self.emit(Event::SweepFinished {
-            at: Timestamp::now(),
-            ok,
-            failed,
-            skipped,
-        });
-        self.run.set_state(RunState::Finished)?;
-        Ok(Outcome::Finished)
+        Ok(Flow::Continue)
     }
 
-    /// One GPU sample after the last server stopped, so views end on the GPUs'
-    /// real state rather than the last busy sample.
-    async fn settle_gpu(&self) {
-        if let Some(g) = &self.gpu {
-            let _ = g.fresh_after(Timestamp::now()).await;
+    /// A retry: one config's given cells, alone.
+    async fn run_phase_cells(
+        self: Arc<Core>,
+        config: &Config,
+        cells: Vec<Cell>,
+    ) -> Result<Flow, EngineError> {
+        let gpus = match self.wait_for_place(config).await {
+            Some(Ok(gpus)) => gpus,
+            Some(Err(failure)) => {
+                self.fail_all(&cells, &failure)?;
+                return Ok(Flow::Continue);
+            }
+            None => return Ok(Flow::Quit),
+        };
+        let (index, total) = self.position(config);
+        self.lane(gpus)
+            .run_config(config, index, total, cells)
+            .await
+    }
+
+    /// Where a config alone may run, waiting out a pause and memory being
+    /// released; `None`: quit.
+    async fn wait_for_place(&self, config: &Config) -> Option<Result<Vec<u32>, Failure>> {
+        let since = Instant::now();
+        let mut steer = self.steer.subscribe();
+        loop {
+            if self.quitting() {
+                return None;
+            }
+            let snapshot = self.gpu_snapshot().await;
+            if !self.book().paused {
+                match place::place(config, &[], snapshot.as_ref()) {
+                    Place::Now(gpus) => return Some(Ok(gpus)),
+                    Place::Never(f) => return Some(Err(f)),
+                    Place::Later if since.elapsed() >= WAIT_FOR_FREE => {
+                        return Some(Err(place::none_free(config, snapshot.as_ref())))
+                    }
+                    Place::Later => {}
+                }
+            }
+            tokio::select! {
+                _ = steer.changed() => {}
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
         }
     }
 
-    async fn interrupted(mut self, reason: &str) -> Result<Outcome, EngineError> {
-        self.settle_gpu().await;
-        self.emit(Event::SweepInterrupted {
-            at: Timestamp::now(),
-            reason: reason.to_string(),
-        });
-        self.run.set_state(RunState::Interrupted)?;
-        Ok(Outcome::Interrupted)
+    /// The GPUs as last sampled (waiting for the first sample once).
+    async fn gpu_snapshot(&self) -> Option<crate::model::GpuSnapshot> {
+        let g = self.gpu()?;
+        match g.latest() {
+            Some(s) => Some(s),
+            None => g.fresh_after(Timestamp::default()).await,
+        }
     }
 
+    fn position(&self, config: &Config) -> (usize, usize) {
+        let index = self
+            .plan
+            .configs
+            .iter()
+            .position(|c| c.id == config.id)
+            .unwrap_or(0);
+        (index, self.plan.configs.len())
+    }
+
+    /// A phase's configs with cells left: one at a time, or (`pack`) each
+    /// started as soon as GPUs it does not share with a running one are free,
+    /// in plan order, a later config going first when it fits and an earlier
+    /// one does not.
+    async fn run_phase(
+        self: Arc<Core>,
+        configs: &[&Config],
+        pack: bool,
+    ) -> Result<Flow, EngineError> {
+        let mut queue: VecDeque<&Config> = configs.iter().copied().collect();
+        let mut lanes: JoinSet<LaneEnd> = JoinSet::new();
+        let mut held: Vec<(String, Vec<u32>)> = Vec::new();
+        let mut steer = self.steer.subscribe();
+        let mut outcome: Result<Flow, EngineError> = Ok(Flow::Continue);
+        let mut waiting_since: Option<Instant> = None;
+        loop {
+            let stopping = self.quitting() || !matches!(outcome, Ok(Flow::Continue));
+            if !stopping && !self.book().paused {
+                let snapshot = if queue
+                    .iter()
+                    .any(|c| c.gpus_wanted().is_none() || c.gpu_count.is_some())
+                {
+                    self.gpu_snapshot().await
+                } else {
+                    None
+                };
+                let mut i = 0;
+                while i < queue.len() {
+                    if !pack && !lanes.is_empty() {
+                        break;
+                    }
+                    let config = queue[i];
+                    let pending: Vec<Cell> = {
+                        let book = self.book();
+                        self.plan
+                            .cells_of(&config.id)
+                            .filter(|c| !book.done.contains(&c.id))
+                            .cloned()
+                            .collect()
+                    };
+                    if pending.is_empty() {
+                        queue.remove(i);
+                        continue;
+                    }
+                    let taken: Vec<Vec<u32>> = held.iter().map(|(_, g)| g.clone()).collect();
+                    match place::place(config, &taken, snapshot.as_ref()) {
+                        Place::Now(gpus) => {
+                            queue.remove(i);
+                            waiting_since = None;
+                            held.push((config.id.clone(), gpus.clone()));
+                            let (index, total) = self.position(config);
+                            let mut lane = self.lane(gpus);
+                            let config = config.clone();
+                            lanes.spawn(async move {
+                                let end = lane.run_config(&config, index, total, pending).await;
+                                (config.id, end)
+                            });
+                        }
+                        Place::Never(failure) => {
+                            queue.remove(i);
+                            self.fail_all(&pending, &failure)?;
+                        }
+                        Place::Later if lanes.is_empty() => {
+                            // Nothing of ours holds a GPU: only others' memory
+                            // stands in the way, for a while at most.
+                            let since = *waiting_since.get_or_insert_with(Instant::now);
+                            if since.elapsed() >= WAIT_FOR_FREE {
+                                queue.remove(i);
+                                waiting_since = None;
+                                self.fail_all(
+                                    &pending,
+                                    &place::none_free(config, snapshot.as_ref()),
+                                )?;
+                                continue;
+                            }
+                            i += 1;
+                        }
+                        Place::Later => i += 1,
+                    }
+                    if !pack {
+                        break;
+                    }
+                }
+            }
+            let stopping = self.quitting() || !matches!(outcome, Ok(Flow::Continue));
+            if lanes.is_empty() && (queue.is_empty() || stopping) {
+                break;
+            }
+            tokio::select! {
+                end = lanes.join_next(), if !lanes.is_empty() => {
+                    let Some(end) = end else { continue };
+                    let (config, flow) = match end {
+                        Ok(e) => e,
+                        Err(e) => (String::new(), Err(EngineError::Lane(e.to_string()))),
+                    };
+                    held.retain(|(c, _)| *c != config);
+                    match flow {
+                        Ok(Flow::Continue) => {}
+                        Ok(Flow::Quit) => {
+                            if matches!(outcome, Ok(Flow::Continue)) {
+                                outcome = Ok(Flow::Quit);
+                            }
+                        }
+                        Err(e) => {
+                            // The others stop as if quit, then the error is said.
+                            if outcome.is_ok() {
+                                outcome = Err(e);
+                            }
+                            self.book().quit = true;
+                            self.steer.send_modify(|n| *n += 1);
+                        }
+                    }
+                }
+                _ = steer.changed() => {}
+                // GPUs freed by others, or memory released after a stop.
+                _ = tokio::time::sleep(Duration::from_millis(500)), if !queue.is_empty() => {}
+            }
+        }
+        if self.quitting() && matches!(outcome, Ok(Flow::Continue)) {
+            outcome = Ok(Flow::Quit);
+        }
+        outcome
+    }
+}
+
+impl Lane {
     /// One config's cells on its server: launched (again after a crash, up to
     /// the plan's retries, or after a stall), each cell run and recorded.
     async fn run_config(
@@ -173,6 +375,26 @@ impl Engine {
         cells: Vec<Cell>,
     ) -> Result<Flow, EngineError> {
         let mut remaining: VecDeque<Cell> = cells.into();
+        // What was asked before it started: the same as between its cells.
+        match self.between_steps(&config.id).await {
+            Between::Quit => return Ok(Flow::Quit),
+            Between::SkipConfig => {
+                self.skip_all(&Vec::from(remaining))?;
+                return Ok(Flow::Continue);
+            }
+            Between::SkipCell => {
+                if let Some(first) = remaining.pop_front() {
+                    self.skip_all(&[first])?;
+                }
+            }
+            Between::Continue => {}
+        }
+        // An excluded config's cells are recorded as skipped, so the run
+        // accounts for every cell.
+        if self.book().excluded.contains(&config.id) {
+            self.skip_all(&Vec::from(remaining))?;
+            return Ok(Flow::Continue);
+        }
         let mut attempt = 0u32;
         // Stalls restart the server for the next cell; this bounds the loop.
         let mut restarts_left = 2 + config.retries;
@@ -200,7 +422,7 @@ impl Engine {
                 }
             };
             while let Some(cell) = remaining.front().cloned() {
-                match self.between_steps().await {
+                match self.between_steps(&config.id).await {
                     Between::Quit => {
                         self.stop(config, &mut live.server).await;
                         return Ok(Flow::Quit);
@@ -218,7 +440,7 @@ impl Engine {
                     }
                     Between::Continue => {}
                 }
-                if self.excluded.contains(&config.id) {
+                if self.book().excluded.contains(&config.id) {
                     let cells: Vec<Cell> = remaining.drain(..).collect();
                     self.skip_all(&cells)?;
                     break;
@@ -292,7 +514,7 @@ impl Engine {
         Ok(Flow::Continue)
     }
 
-    fn note_relaunch(&mut self, config: &Config, failure: &Failure, attempt: u32) {
+    fn note_relaunch(&self, config: &Config, failure: &Failure, attempt: u32) {
         let message = format!(
             "{}: {} — relaunching (attempt {} of {})",
             config.id,

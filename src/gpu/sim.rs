@@ -32,11 +32,16 @@ pub struct SimGpus {
 }
 
 struct SimLoad {
-    active: Vec<u32>,
-    busy: bool,
-    server_pid: Option<u32>,
+    /// Each running server: its pid, its GPUs, and whether a cell is in flight.
+    servers: Vec<SimServer>,
     gpus: Vec<SimGpu>,
     rng: u64,
+}
+
+struct SimServer {
+    pid: u32,
+    gpus: Vec<u32>,
+    busy: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -54,9 +59,7 @@ impl SimGpus {
         SimGpus {
             count,
             load: Arc::new(Mutex::new(SimLoad {
-                active: Vec::new(),
-                busy: false,
-                server_pid: None,
+                servers: Vec::new(),
                 gpus: vec![idle; count as usize],
                 rng: 0x9E37_79B9_7F4A_7C15 ^ u64::from(count),
             })),
@@ -67,13 +70,21 @@ impl SimGpus {
         self.count
     }
 
-    /// Says which GPUs the running config uses, whether a cell is in flight, and
-    /// the server's pid (`None` when no server runs).
-    pub fn set(&self, active_gpus: &[u32], busy: bool, server_pid: Option<u32>) {
+    /// Says that a server (by pid) runs on these GPUs, and whether a cell is
+    /// in flight on it; several servers may run on different GPUs.
+    pub fn set(&self, server_pid: u32, gpus: &[u32], busy: bool) {
         let mut load = self.lock();
-        load.active = active_gpus.to_vec();
-        load.busy = busy;
-        load.server_pid = server_pid;
+        load.servers.retain(|s| s.pid != server_pid);
+        load.servers.push(SimServer {
+            pid: server_pid,
+            gpus: gpus.to_vec(),
+            busy,
+        });
+    }
+
+    /// The server stopped: its GPUs empty.
+    pub fn remove(&self, server_pid: u32) {
+        self.lock().servers.retain(|s| s.pid != server_pid);
     }
 
     /// Advances the simulation by one sample.
@@ -82,8 +93,10 @@ impl SimGpus {
         let load = &mut *load;
         let mut samples = Vec::with_capacity(load.gpus.len());
         for index in 0..self.count {
-            let used_by_server = load.server_pid.is_some() && load.active.contains(&index);
-            let util = if used_by_server && load.busy {
+            let server = load.servers.iter().find(|s| s.gpus.contains(&index));
+            let (used_by_server, busy, server_pid) =
+                server.map_or((false, false, None), |s| (true, s.busy, Some(s.pid)));
+            let util = if used_by_server && busy {
                 85 + (next_random(&mut load.rng) % 15) as u32
             } else if used_by_server {
                 (next_random(&mut load.rng) % 2) as u32
@@ -95,7 +108,7 @@ impl SimGpus {
             };
 
             let target_mem = if used_by_server {
-                let activations = if load.busy { 300.0 } else { 0.0 };
+                let activations = if busy { 300.0 } else { 0.0 };
                 MEM_TOTAL_MIB as f64 * SERVER_MEM_SHARE + activations
             } else {
                 0.0
@@ -118,7 +131,7 @@ impl SimGpus {
                 SM_CLOCK_IDLE_MHZ
             };
             let mem_used = gpu.mem_mib.round() as u64;
-            let processes = match load.server_pid {
+            let processes = match server_pid {
                 Some(pid) if used_by_server && gpu.mem_mib > CONTEXT_MIB => vec![GpuProcess {
                     pid,
                     name: sim_process_name(pid),

@@ -2,7 +2,7 @@
 //! hands each to a keeper (the run directory's `gpu.jsonl`) and folds the
 //! samples of the running cell into its `gpu_mem_peak_mib` / `gpu_util_mean`.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,13 +13,16 @@ use crate::model::{Event, Timestamp};
 
 struct Shared {
     latest: Option<GpuSnapshot>,
-    cell: Option<CellGpuAgg>,
+    /// The running cells (several when configs run side by side), each
+    /// folding the samples of its own GPUs.
+    cells: HashMap<String, CellGpuAgg>,
 }
 
 pub struct Telemetry {
     _sampler: Option<Sampler>,
     shared: Arc<Mutex<Shared>>,
-    server_pgid: Arc<AtomicU32>,
+    /// The process groups of the sweep's running servers.
+    servers: Arc<Mutex<Vec<u32>>>,
     sim: Option<SimGpus>,
     interval: Duration,
 }
@@ -35,9 +38,9 @@ impl Telemetry {
     ) -> Telemetry {
         let shared = Arc::new(Mutex::new(Shared {
             latest: None,
-            cell: None,
+            cells: HashMap::new(),
         }));
-        let server_pgid = Arc::new(AtomicU32::new(0));
+        let servers: Arc<Mutex<Vec<u32>>> = Arc::default();
         let sim = match &source {
             GpuSource::Simulated(s) => Some(s.clone()),
             _ => None,
@@ -46,24 +49,25 @@ impl Telemetry {
             return Telemetry {
                 _sampler: None,
                 shared,
-                server_pgid,
+                servers,
                 sim,
                 interval,
             };
         }
-        let pg = server_pgid.clone();
+        let groups = servers.clone();
         let ours: Arc<dyn Fn(u32) -> bool + Send + Sync> = Arc::new(move |pid| {
-            let group = pg.load(Ordering::Relaxed);
             let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(-1));
-            group != 0
-                && nix::unistd::getpgid(Some(pid))
-                    .is_ok_and(|g| i64::from(g.as_raw()) == i64::from(group))
+            let Ok(group) = nix::unistd::getpgid(Some(pid)) else {
+                return false;
+            };
+            let group = u32::try_from(group.as_raw()).unwrap_or(0);
+            group != 0 && groups.lock().is_ok_and(|g| g.contains(&group))
         });
         let sink_shared = shared.clone();
         let sink = Box::new(move |snap: GpuSnapshot| {
             keep(&snap);
             if let Ok(mut s) = sink_shared.lock() {
-                if let Some(agg) = s.cell.as_mut() {
+                for agg in s.cells.values_mut() {
                     agg.add(&snap);
                 }
                 s.latest = Some(snap.clone());
@@ -75,7 +79,7 @@ impl Telemetry {
         Telemetry {
             _sampler: Some(sampler),
             shared,
-            server_pgid,
+            servers,
             sim,
             interval,
         }
@@ -105,39 +109,54 @@ impl Telemetry {
         self.shared.lock().ok().and_then(|s| s.latest.clone())
     }
 
-    /// The server's process group (0 when none runs), for process attribution.
-    pub fn set_server(&self, pgid: u32, gpus: &[u32]) {
-        self.server_pgid.store(pgid, Ordering::Relaxed);
+    /// A server of the sweep started on these GPUs (its process group, for
+    /// telling its processes from foreign ones).
+    pub fn add_server(&self, pgid: u32, gpus: &[u32]) {
+        if let Ok(mut s) = self.servers.lock() {
+            if !s.contains(&pgid) {
+                s.push(pgid);
+            }
+        }
         if let Some(sim) = &self.sim {
-            sim.set(gpus, false, (pgid != 0).then_some(pgid));
+            sim.set(pgid, gpus, false);
         }
     }
 
-    /// A cell starts on these GPUs (`None`: all).
-    pub fn begin_cell(&self, gpus: Option<&[u32]>, active: &[u32]) {
+    /// The server stopped.
+    pub fn remove_server(&self, pgid: u32) {
+        if let Ok(mut s) = self.servers.lock() {
+            s.retain(|&g| g != pgid);
+        }
         if let Some(sim) = &self.sim {
-            let pgid = self.server_pgid.load(Ordering::Relaxed);
-            sim.set(active, true, (pgid != 0).then_some(pgid));
+            sim.remove(pgid);
+        }
+    }
+
+    /// A cell starts on a server's GPUs: its figures fold the samples of
+    /// those GPUs until [`Telemetry::end_cell`].
+    pub fn begin_cell(&self, cell: &str, pgid: u32, gpus: &[u32]) {
+        if let Some(sim) = &self.sim {
+            sim.set(pgid, gpus, true);
         }
         if let Ok(mut s) = self.shared.lock() {
-            s.cell = Some(CellGpuAgg::new(gpus));
+            s.cells
+                .insert(cell.to_string(), CellGpuAgg::new(Some(gpus)));
         }
     }
 
     /// The cell ended: its peak memory and mean utilisation over the samples
     /// taken while it ran. A cell shorter than the sampling interval may have
     /// none: its figures are then null, never borrowed from another moment.
-    pub fn end_cell(&self, active: &[u32]) -> (Option<u64>, Option<f64>) {
+    pub fn end_cell(&self, cell: &str, pgid: u32, gpus: &[u32]) -> (Option<u64>, Option<f64>) {
         let result = match self.shared.lock() {
-            Ok(mut s) => match s.cell.take() {
+            Ok(mut s) => match s.cells.remove(cell) {
                 Some(agg) => (agg.gpu_mem_peak_mib(), agg.gpu_util_mean()),
                 None => (None, None),
             },
             Err(_) => (None, None),
         };
         if let Some(sim) = &self.sim {
-            let pgid = self.server_pgid.load(Ordering::Relaxed);
-            sim.set(active, false, (pgid != 0).then_some(pgid));
+            sim.set(pgid, gpus, false);
         }
         result
     }

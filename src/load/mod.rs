@@ -90,7 +90,7 @@ pub async fn run_cell(
     target: &Target,
     load: &CellLoad,
     seq: &AtomicU64,
-    sink: &mut dyn FnMut(&RequestRecord),
+    sink: &mut (dyn FnMut(&RequestRecord) + Send),
     side: Option<&reqwest::Client>,
 ) -> CellRun {
     // Bounded: a host that drops SYNs must not hold the cell here (the
@@ -130,7 +130,7 @@ async fn drive(
     target: &Target,
     load: &CellLoad,
     seq: &AtomicU64,
-    sink: &mut dyn FnMut(&RequestRecord),
+    sink: &mut (dyn FnMut(&RequestRecord) + Send),
 ) -> CellRun {
     let progress = Arc::new(client::Progress::new());
     let first_seq = seq.fetch_add(load.requests as u64, Ordering::Relaxed);

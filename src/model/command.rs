@@ -12,10 +12,17 @@ pub enum Command {
     Pause,
     Resume,
     TogglePause,
-    /// Skip the rest of the running config.
-    SkipConfig,
-    /// Skip the running cell.
-    SkipCell,
+    /// Skip the rest of a running config: the one named, or (when configs
+    /// run side by side, the first that started) the one running.
+    SkipConfig {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config: Option<String>,
+    },
+    /// Skip the running cell of a config (the one named, or as above).
+    SkipCell {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config: Option<String>,
+    },
     /// Run a cell (or every cell of a config) again at the end of the sweep.
     Retry {
         target: String,
@@ -33,7 +40,7 @@ pub enum Command {
 
 /// The command-line forms, for the error message.
 pub const COMMAND_FORMS: &str =
-    "pause, resume, toggle-pause, skip-config, skip-cell, quit, retry=CELL|CONFIG, exclude=CONFIG, include=CONFIG";
+    "pause, resume, toggle-pause, skip-config[=CONFIG], skip-cell[=CONFIG], quit, retry=CELL|CONFIG, exclude=CONFIG, include=CONFIG";
 
 impl Command {
     /// The name recorded in `Action` events.
@@ -42,8 +49,8 @@ impl Command {
             Command::Pause => "pause",
             Command::Resume => "resume",
             Command::TogglePause => "toggle_pause",
-            Command::SkipConfig => "skip_config",
-            Command::SkipCell => "skip_cell",
+            Command::SkipConfig { .. } => "skip_config",
+            Command::SkipCell { .. } => "skip_cell",
             Command::Retry { .. } => "retry",
             Command::Exclude { .. } => "exclude",
             Command::Include { .. } => "include",
@@ -56,6 +63,7 @@ impl Command {
         match self {
             Command::Retry { target } => Some(target.clone()),
             Command::Exclude { config } | Command::Include { config } => Some(config.clone()),
+            Command::SkipConfig { config } | Command::SkipCell { config } => config.clone(),
             _ => None,
         }
     }
@@ -69,9 +77,21 @@ impl FromStr for Command {
             "pause" => Command::Pause,
             "resume" => Command::Resume,
             "toggle-pause" => Command::TogglePause,
-            "skip-config" => Command::SkipConfig,
-            "skip-cell" => Command::SkipCell,
+            "skip-config" => Command::SkipConfig { config: None },
+            "skip-cell" => Command::SkipCell { config: None },
             "quit" => Command::Quit,
+            other if other.starts_with("skip-config=") || other.starts_with("skip-cell=") => {
+                let (form, config) = other.split_once('=').unwrap_or((other, ""));
+                if config.is_empty() {
+                    return Err(format!("`{form}=` names no config: {COMMAND_FORMS}"));
+                }
+                let config = Some(config.to_string());
+                if form == "skip-config" {
+                    Command::SkipConfig { config }
+                } else {
+                    Command::SkipCell { config }
+                }
+            }
             other => match (
                 other.strip_prefix("retry="),
                 other.strip_prefix("exclude="),
@@ -102,7 +122,14 @@ mod tests {
 
     #[test]
     fn command_line_forms() {
-        assert_eq!("skip-cell".parse(), Ok(Command::SkipCell));
+        assert_eq!("skip-cell".parse(), Ok(Command::SkipCell { config: None }));
+        assert_eq!(
+            "skip-config=tp1-dflash".parse(),
+            Ok(Command::SkipConfig {
+                config: Some("tp1-dflash".into())
+            })
+        );
+        assert!("skip-cell=".parse::<Command>().is_err());
         assert_eq!(
             "retry=tp1-baseline".parse(),
             Ok(Command::Retry {

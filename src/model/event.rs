@@ -25,6 +25,9 @@ pub enum Event {
         total: usize,
         command: String,
         attempt: u32,
+        /// The GPUs it runs on (picked at launch for `auto:N`); empty when unknown.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        gpus: Vec<u32>,
     },
     ServerReady {
         at: Timestamp,

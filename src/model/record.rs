@@ -52,6 +52,14 @@ pub struct CellRecord {
     /// The repetitions' output tok/s: median, min, max and spread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread: Option<Spread>,
+    /// The configs whose servers ran on this machine at any moment while the
+    /// cell was measured (configs packed side by side on other GPUs); empty
+    /// when it ran alone.
+    #[serde(default)]
+    pub beside: Vec<String>,
+    /// The GPUs the cell's server ran on (as NVML numbers them), when known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<u32>,
 }
 
 /// How much repetitions of one cell agree, on output tok/s.
@@ -164,6 +172,8 @@ pub(crate) fn sample(cell: &str, status: Status, message: &str) -> CellRecord {
         warnings: Vec::new(),
         repetitions: Vec::new(),
         spread: None,
+        beside: Vec::new(),
+        gpus: Vec::new(),
     }
 }
 

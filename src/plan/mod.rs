@@ -188,8 +188,22 @@ pub struct Config {
     /// A local tokenizer.json for measuring prompts (when the server has no /tokenize).
     pub tokenizer: Option<String>,
     pub baseline: bool,
-    /// GPUs the config uses, from `CUDA_VISIBLE_DEVICES` in its environment.
+    /// GPUs the config uses: `server.gpus` as a list, else
+    /// `CUDA_VISIBLE_DEVICES` in its environment.
     pub gpus: Option<Vec<u32>>,
+    /// `server.gpus = "auto:N"`: this many free GPUs, picked at launch.
+    pub gpu_count: Option<u32>,
+}
+
+impl Config {
+    /// How many GPUs the config occupies, when it says (a list or a count).
+    pub fn gpus_wanted(&self) -> Option<usize> {
+        match (&self.gpus, self.gpu_count) {
+            (Some(g), _) => Some(g.len()),
+            (None, Some(n)) => Some(n as usize),
+            (None, None) => None,
+        }
+    }
 }
 
 /// One measurement: a config × workload × context × concurrency.
@@ -209,6 +223,8 @@ pub struct Phase {
     pub configs: Vec<String>,
     /// Configs the phase's `exclude` entries take out, for `check` to list.
     pub excluded: Vec<Excluded>,
+    /// Its configs may run side by side on GPUs they do not share.
+    pub pack: bool,
 }
 
 /// A config a phase's `[[phases.exclude]]` took out of its matrix.
@@ -539,10 +555,20 @@ fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
         if let (Some(b), false) = (&phase.baseline, baseline_found) {
             return Err(ctx.err(b.span(), "no config of this phase matches `baseline`"));
         }
+        let pack = phase.pack.unwrap_or(raw.pack);
+        if let (true, Port::Fixed(p)) = (pack && phase_configs.len() > 1, port) {
+            return Err(ctx.err(
+                raw.server.port.span(),
+                format!(
+                    "phase `{pid}` runs its configs side by side (pack), so each needs its own port, but port = {p} is fixed: set port = \"auto\""
+                ),
+            ));
+        }
         phases.push(Phase {
             id: pid,
             configs: phase_configs,
             excluded,
+            pack,
         });
     }
 
@@ -1058,6 +1084,11 @@ fn build_config(
                 if template::RUNTIME.contains(&name) {
                     return Some(format!("{{{name}}}"));
                 }
+                // `{gpus}` is the plan's own when it defines one, else the
+                // GPUs picked at launch.
+                if name == "gpus" && combo.get(name).is_none() && !vars.contains_key(name) {
+                    return Some("{gpus}".to_string());
+                }
                 match name {
                     "config" => return Some(id.to_string()),
                     "phase" => return Some(pid.to_string()),
@@ -1149,9 +1180,52 @@ fn build_config(
         Some(t) => Some(resolve(t.get_ref(), t.span())?).filter(|p| !p.is_empty()),
         None => None,
     };
-    let gpus = env
-        .get("CUDA_VISIBLE_DEVICES")
-        .and_then(|v| parse_visible_devices(v));
+    let (gpus, gpu_count) = match &raw.server.gpus {
+        Some(g) => {
+            let text = resolve(g.get_ref(), g.span())?;
+            let text = text.trim();
+            let wanted = if let Some(n) = text.strip_prefix("auto:") {
+                match n.trim().parse::<u32>() {
+                    Ok(n) if (1..=64).contains(&n) => (None, Some(n)),
+                    _ => {
+                        return Err(ctx.err(
+                            g.span(),
+                            format!("server.gpus `{text}` for config `{id}`: after `auto:` a count of GPUs from 1 to 64"),
+                        ))
+                    }
+                }
+            } else {
+                match parse_visible_devices(text) {
+                    Some(list) => (Some(list), None),
+                    None => {
+                        return Err(ctx.err(
+                            g.span(),
+                            format!("server.gpus `{text}` for config `{id}`: a list of GPU numbers (\"0,1\") or \"auto:N\""),
+                        ))
+                    }
+                }
+            };
+            match env.get("CUDA_VISIBLE_DEVICES") {
+                // The server learns its GPUs from the variable; `{gpus}` fills it at launch.
+                None => {
+                    env.insert("CUDA_VISIBLE_DEVICES".into(), "{gpus}".into());
+                }
+                Some(v) if v.contains("{gpus}") => {}
+                Some(v) => {
+                    return Err(ctx.err(
+                        g.span(),
+                        format!("config `{id}` sets both server.gpus and CUDA_VISIBLE_DEVICES = \"{v}\": keep one (the variable is set from server.gpus)"),
+                    ))
+                }
+            }
+            wanted
+        }
+        None => (
+            env.get("CUDA_VISIBLE_DEVICES")
+                .and_then(|v| parse_visible_devices(v)),
+            None,
+        ),
+    };
     Ok(Config {
         id,
         phase: pid.clone(),
@@ -1181,6 +1255,7 @@ fn build_config(
         tokenizer,
         baseline: false,
         gpus,
+        gpu_count,
     })
 }
 
@@ -1236,7 +1311,16 @@ pub fn describe(plan: &Plan) -> String {
     });
     let configs: HashMap<&str, &Config> = plan.configs.iter().map(|c| (c.id.as_str(), c)).collect();
     for phase in &plan.phases {
-        let _ = writeln!(s, "\nphase {}", phase.id);
+        let _ = writeln!(
+            s,
+            "\nphase {}{}",
+            phase.id,
+            if phase.pack && phase.configs.len() > 1 {
+                " (configs side by side on GPUs they do not share)"
+            } else {
+                ""
+            }
+        );
         for cid in &phase.configs {
             if let Some(c) = configs.get(cid.as_str()) {
                 let gpus = match &c.gpus {
@@ -1245,7 +1329,11 @@ pub fn describe(plan: &Plan) -> String {
                         "GPUs {}",
                         g.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
                     ),
-                    None => "GPUs: all visible".to_string(),
+                    None => match c.gpu_count {
+                        Some(1) => "1 free GPU (picked at launch)".to_string(),
+                        Some(n) => format!("{n} free GPUs (picked at launch)"),
+                        None => "GPUs: all visible".to_string(),
+                    },
                 };
                 let _ = writeln!(
                     s,

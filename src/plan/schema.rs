@@ -28,6 +28,10 @@ pub struct RawPlan {
     /// Extra log patterns: regex → failure kind.
     #[serde(default)]
     pub patterns: Vec<RawPattern>,
+    /// Run the configs of each phase side by side whenever their GPUs do not
+    /// overlap (a phase's own `pack` overrides it).
+    #[serde(default)]
+    pub pack: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,6 +80,11 @@ pub struct RawServer {
     /// Times a config whose server crashed is relaunched before its cells are marked.
     #[serde(default)]
     pub retries: Option<Spanned<u32>>,
+    /// The GPUs a config runs on (template): a list (`"0,1"`), or a count
+    /// (`"auto:{tp}"`) of free GPUs picked at launch, given to the server as
+    /// `CUDA_VISIBLE_DEVICES` and `{gpus}`.
+    #[serde(default)]
+    pub gpus: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -273,6 +282,10 @@ pub struct RawPhase {
     pub baseline: Option<Spanned<Axes>>,
     #[serde(default)]
     pub config_id: Option<Spanned<String>>,
+    /// Run this phase's configs side by side on GPUs they do not share
+    /// (default: the plan's `pack`).
+    #[serde(default)]
+    pub pack: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

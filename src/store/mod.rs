@@ -273,18 +273,20 @@ impl RunDir {
         write_meta(&self.path, &meta)
     }
 
-    /// Remember the process group of the running server and its leader's start
-    /// time (0 when unknown), so a later `--resume` can stop it if this process
-    /// is killed, and never a process that reused the number.
-    pub fn record_server(&self, pgid: u32, start: u64) -> Result<(), StoreError> {
-        write_synced(
-            &self.path.join(SERVER_PID),
-            format!("{pgid} {start}\n").as_bytes(),
-        )
-    }
-
-    pub fn clear_server(&self) {
-        let _ = fs::remove_file(self.path.join(SERVER_PID));
+    /// Remember the process groups of the running servers (several when
+    /// configs run side by side) and each leader's start time (0 when
+    /// unknown), so a later `--resume` can stop them if this process is
+    /// killed, and never a process that reused the number. None: the file goes.
+    pub fn record_servers(&self, servers: &[(u32, u64)]) -> Result<(), StoreError> {
+        if servers.is_empty() {
+            let _ = fs::remove_file(self.path.join(SERVER_PID));
+            return Ok(());
+        }
+        let text: String = servers
+            .iter()
+            .map(|(pgid, start)| format!("{pgid} {start}\n"))
+            .collect();
+        write_synced(&self.path.join(SERVER_PID), text.as_bytes())
     }
 }
 
@@ -326,13 +328,19 @@ impl GpuLog {
     }
 }
 
-/// The server process group an earlier run left recorded: (pgid, start time).
-pub fn recorded_server(dir: &Path) -> Option<(u32, u64)> {
-    let text = fs::read_to_string(dir.join(SERVER_PID)).ok()?;
-    let mut it = text.split_whitespace();
-    let pgid = it.next()?.parse().ok()?;
-    let start = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-    Some((pgid, start))
+/// The server process groups an earlier run left recorded: (pgid, start time).
+pub fn recorded_servers(dir: &Path) -> Vec<(u32, u64)> {
+    let Ok(text) = fs::read_to_string(dir.join(SERVER_PID)) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let mut it = line.split_whitespace();
+            let pgid = it.next()?.parse().ok()?;
+            let start = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            Some((pgid, start))
+        })
+        .collect()
 }
 
 /// Whether a new run may be made at `path`: a directory that does not exist
@@ -667,6 +675,8 @@ mod tests {
             warnings: Vec::new(),
             repetitions: Vec::new(),
             spread: None,
+            beside: Vec::new(),
+            gpus: Vec::new(),
         }
     }
 

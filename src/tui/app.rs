@@ -585,12 +585,7 @@ impl App {
             }
             Action::LogsMissed(n) => {
                 self.view.log.missed += n;
-                let config = self
-                    .view
-                    .config
-                    .as_ref()
-                    .map(|c| c.id.clone())
-                    .unwrap_or_default();
+                let config = self.view.config().map(|c| c.id.clone()).unwrap_or_default();
                 self.push_log(LogLine {
                     text: format!("({n} log lines not shown here; logs/{config}.log has them all)"),
                     config,
@@ -732,8 +727,22 @@ impl App {
                 };
                 self.command(Command::TogglePause, words)
             }
-            Key::SkipConfig => self.command(Command::SkipConfig, "skipping the rest of the config"),
-            Key::SkipCell => self.command(Command::SkipCell, "skipping the running cell"),
+            Key::SkipConfig => {
+                let config = self.skip_target();
+                let words = match &config {
+                    Some(c) => format!("skipping the rest of {c}"),
+                    None => "skipping the rest of the config".into(),
+                };
+                self.command(Command::SkipConfig { config }, &words)
+            }
+            Key::SkipCell => {
+                let config = self.skip_target();
+                let words = match &config {
+                    Some(c) => format!("skipping the running cell of {c}"),
+                    None => "skipping the running cell".into(),
+                };
+                self.command(Command::SkipCell { config }, &words)
+            }
             Key::Retry => self.retry(),
             Key::Exclude => {
                 match self.grid.configs.get(self.ui.sel_config) {
@@ -1179,12 +1188,32 @@ impl App {
         }
     }
 
-    /// Put the selection on the running cell (until the user moves it).
+    /// What a skip key acts on: the selected config when it runs now (with
+    /// configs side by side, the one the user looks at); else the engine's
+    /// choice (the config running, or the next).
+    fn skip_target(&self) -> Option<String> {
+        let selected = self.grid.configs.get(self.ui.sel_config)?;
+        self.view
+            .live_configs()
+            .any(|c| c.id == selected.id)
+            .then(|| selected.id.clone())
+    }
+
+    /// Put the selection on the running cell (until the user moves it): the
+    /// selected config's, else the one started last.
     fn follow_running(&mut self) {
         if !self.ui.track_running {
             return;
         }
-        let Some(r) = &self.view.running else {
+        let selected = self
+            .grid
+            .configs
+            .get(self.ui.sel_config)
+            .map(|c| c.id.as_str());
+        let Some(r) = selected
+            .and_then(|c| self.view.running_of(c))
+            .or_else(|| self.view.running.iter().max_by_key(|r| r.since))
+        else {
             return;
         };
         let Some(config) = self.grid.config_index(&r.config) else {

@@ -90,6 +90,7 @@ impl Story {
             total: self.plan.configs.len(),
             command: format!("sweeptop sim-server --port 41231 --tp {}", c.axes["tp"]),
             attempt: 1,
+            gpus: Vec::new(),
         });
         self.log(id, "[2025-06-01 10:00:01] server_args=ServerArgs(model_path='Qwen3.6-27B-sim', tp_size=1, ...)", LogMark::Plain);
         self.log(
@@ -176,6 +177,8 @@ impl Story {
                 warnings: Vec::new(),
                 repetitions: Vec::new(),
                 spread: None,
+                beside: Vec::new(),
+                gpus: Vec::new(),
             }),
         });
         self
@@ -794,9 +797,15 @@ fn keys_send_the_engine_commands() {
     press(&mut app, KeyCode::Char('p'));
     assert_eq!(next(), Some((Command::TogglePause, "key".into())));
     press(&mut app, KeyCode::Char('s'));
-    assert_eq!(next().map(|c| c.0), Some(Command::SkipConfig));
+    assert_eq!(
+        next().map(|c| c.0),
+        Some(Command::SkipConfig { config: None })
+    );
     press(&mut app, KeyCode::Char('n'));
-    assert_eq!(next().map(|c| c.0), Some(Command::SkipCell));
+    assert_eq!(
+        next().map(|c| c.0),
+        Some(Command::SkipCell { config: None })
+    );
     // Retry on a failed cell: that cell.
     press(&mut app, KeyCode::Char('g'));
     for _ in 0..3 {

@@ -344,7 +344,7 @@ impl Grid {
         let Some(id) = self.cell_id(&row.id, col) else {
             return CellView::Absent;
         };
-        if v.running.as_ref().is_some_and(|r| r.cell == id) {
+        if v.is_running(id) {
             return CellView::Running;
         }
         if v.retry_queued.contains(id) || v.retry_queued.contains(&row.id) {
@@ -779,6 +779,8 @@ mod tests {
             warnings: Vec::new(),
             repetitions: Vec::new(),
             spread: None,
+            beside: Vec::new(),
+            gpus: Vec::new(),
         };
         let cv = CellView::of_record(&r, ValueMode::default(), None, false);
         assert_eq!(

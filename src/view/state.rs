@@ -86,6 +86,15 @@ pub struct ConfigRun {
     pub command: String,
     pub server: Server,
     pub at: Timestamp,
+    /// The GPUs it runs on, as the engine said (empty: unknown).
+    pub gpus: Vec<u32>,
+}
+
+impl ConfigRun {
+    /// Its server is starting or ready.
+    pub fn live(&self) -> bool {
+        !matches!(self.server, Server::Stopped { .. } | Server::Exited { .. })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,8 +177,11 @@ pub struct ViewState {
     pub paused_s: f64,
     pub paused_since: Option<Timestamp>,
     pub sweep: SweepState,
-    pub config: Option<ConfigRun>,
-    pub running: Option<Running>,
+    /// The configs started last, in the order they started: those running
+    /// side by side, and the one that ran last (until another starts).
+    pub configs: Vec<ConfigRun>,
+    /// The running cell of each config that runs one.
+    pub running: Vec<Running>,
     pub records: HashMap<String, CellRecord>,
     pub excluded: BTreeSet<String>,
     /// Cells or configs queued to run again.
@@ -270,9 +282,8 @@ impl ViewState {
                     s.stopping = false;
                     s.stopping_at = *at;
                 }
-                if self.running.as_ref().is_some_and(|r| r.since <= *at) {
-                    self.running = None;
-                }
+                self.running.retain(|r| r.since > *at);
+                self.configs.retain(|c| c.at > *at);
             }
             Event::ConfigStarting {
                 at,
@@ -282,9 +293,13 @@ impl ViewState {
                 total,
                 command,
                 attempt,
+                gpus,
             } => {
-                if self.config.as_ref().is_none_or(|c| c.at <= *at) {
-                    self.config = Some(ConfigRun {
+                let stale = self.configs.iter().any(|c| c.id == *config && c.at > *at);
+                if !stale {
+                    // The ones that ended make way; those running stay beside it.
+                    self.configs.retain(|c| c.live() && c.id != *config);
+                    self.configs.push(ConfigRun {
                         id: config.clone(),
                         phase: phase.clone(),
                         index: *index,
@@ -293,6 +308,7 @@ impl ViewState {
                         command: display(command).into_owned(),
                         server: Server::Starting,
                         at: *at,
+                        gpus: gpus.clone(),
                     });
                 }
                 self.note(config, ev);
@@ -340,22 +356,21 @@ impl ViewState {
                 at, config, how, ..
             } => {
                 self.set_server(config, at, Server::Stopped { how: how.clone() });
-                if self
-                    .running
-                    .as_ref()
-                    .is_some_and(|r| r.config == *config && r.since <= *at)
-                {
-                    self.running = None;
-                }
+                self.running
+                    .retain(|r| !(r.config == *config && r.since <= *at));
                 self.note(config, ev);
             }
             Event::CellStarted { at, cell, config } => {
                 let stale = self.records.get(cell).is_some_and(|r| r.finished_at >= *at)
-                    || self.running.as_ref().is_some_and(|r| r.since > *at)
+                    || self
+                        .running
+                        .iter()
+                        .any(|r| r.config == *config && r.since > *at)
                     || self.sweep.sweep_at > *at
                         && !matches!(self.sweep.sweep, Sweep::Running | Sweep::Waiting);
                 if !stale {
-                    self.running = Some(Running {
+                    self.running.retain(|r| r.config != *config);
+                    self.running.push(Running {
                         cell: cell.clone(),
                         config: config.clone(),
                         since: *at,
@@ -479,13 +494,8 @@ impl ViewState {
         {
             self.finished_since_start += 1;
         }
-        if self
-            .running
-            .as_ref()
-            .is_some_and(|r| r.cell == record.cell && r.since <= record.finished_at)
-        {
-            self.running = None;
-        }
+        self.running
+            .retain(|r| !(r.cell == record.cell && r.since <= record.finished_at));
         if record.status == Status::Failed {
             let worse = self
                 .last_failure
@@ -511,11 +521,36 @@ impl ViewState {
     }
 
     fn set_server(&mut self, config: &str, at: &Timestamp, server: Server) {
-        if let Some(c) = &mut self.config {
-            if c.id == config && c.at <= *at {
+        if let Some(c) = self.configs.iter_mut().find(|c| c.id == config) {
+            if c.at <= *at {
                 c.server = server;
             }
         }
+    }
+
+    /// The config to name when one is named: the latest started of those
+    /// running, else the one that ran last.
+    pub fn config(&self) -> Option<&ConfigRun> {
+        self.configs
+            .iter()
+            .rev()
+            .find(|c| c.live())
+            .or(self.configs.last())
+    }
+
+    /// The configs whose servers run now, in the order they started.
+    pub fn live_configs(&self) -> impl Iterator<Item = &ConfigRun> {
+        self.configs.iter().filter(|c| c.live())
+    }
+
+    /// Whether `cell` is running now.
+    pub fn is_running(&self, cell: &str) -> bool {
+        self.running.iter().any(|r| r.cell == cell)
+    }
+
+    /// The running cell of `config`.
+    pub fn running_of(&self, config: &str) -> Option<&Running> {
+        self.running.iter().find(|r| r.config == config)
     }
 
     fn end_sweep(&mut self, at: Timestamp, sweep: Sweep) {
@@ -526,9 +561,7 @@ impl ViewState {
             self.sweep.stopping_at = at;
             self.sweep.paused = false;
             self.sweep.paused_at = at;
-            if self.running.as_ref().is_some_and(|r| r.since <= at) {
-                self.running = None;
-            }
+            self.running.retain(|r| r.since > at);
         }
     }
 
@@ -557,11 +590,7 @@ impl ViewState {
     /// sweeptop's own line in the log pane, worded as the headless progress.
     /// A note attributed to the config running now (none between configs).
     fn note_current(&mut self, ev: &Event) {
-        let config = self
-            .config
-            .as_ref()
-            .map(|c| c.id.clone())
-            .unwrap_or_default();
+        let config = self.config().map(|c| c.id.clone()).unwrap_or_default();
         self.note(&config, ev);
     }
 
@@ -654,23 +683,45 @@ impl ViewState {
         })
     }
 
-    /// The GPUs the running config uses (all when it does not say).
+    /// The GPUs the running configs use (all when one does not say).
     pub fn active_gpus(&self) -> Option<Vec<u32>> {
-        let c = self.config.as_ref()?;
-        if matches!(c.server, Server::Stopped { .. } | Server::Exited { .. }) {
-            return None;
+        let mut all: Vec<u32> = Vec::new();
+        for c in self.live_configs() {
+            all.extend(self.gpus_of(c));
         }
-        let plan = self.plan.as_ref()?;
-        match plan.config(&c.id)?.gpus.clone() {
-            Some(g) => Some(g),
-            None => Some(
-                self.gpu
-                    .latest
-                    .as_ref()
-                    .map(|s| s.gpus.iter().map(|g| g.index).collect())
-                    .unwrap_or_default(),
-            ),
+        self.live_configs().next()?;
+        all.sort_unstable();
+        all.dedup();
+        Some(all)
+    }
+
+    /// The GPUs a config runs on: as the engine said, else its plan's list,
+    /// else all.
+    pub fn gpus_of(&self, c: &ConfigRun) -> Vec<u32> {
+        if !c.gpus.is_empty() {
+            return c.gpus.clone();
         }
+        match self
+            .plan
+            .as_ref()
+            .and_then(|p| p.config(&c.id))
+            .and_then(|p| p.gpus.clone())
+        {
+            Some(g) => g,
+            None => self
+                .gpu
+                .latest
+                .as_ref()
+                .map(|s| s.gpus.iter().map(|g| g.index).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The running config a GPU belongs to.
+    pub fn owner_of(&self, gpu: u32) -> Option<&str> {
+        self.live_configs()
+            .find(|c| self.gpus_of(c).contains(&gpu))
+            .map(|c| c.id.as_str())
     }
 }
 
@@ -758,11 +809,11 @@ mod tests {
     fn a_sweep_runs_pauses_and_finishes() {
         let mut v = fold(&[started(0, 0), cell_started(1, "a", "c1")]);
         assert_eq!(v.shown(), Shown::Running);
-        assert_eq!(v.running.as_ref().map(|r| r.cell.as_str()), Some("a"));
+        assert_eq!(v.running.first().map(|r| r.cell.as_str()), Some("a"));
         v.apply(&Event::Paused { at: at(2) });
         assert_eq!(v.shown(), Shown::Paused);
         v.apply(&finished(rec("a", "c1", Status::Ok, 3)));
-        assert_eq!(v.running, None);
+        assert!(v.running.is_empty());
         assert_eq!(v.done(), 1);
         v.apply(&Event::Resumed { at: at(4) });
         assert_eq!(v.shown(), Shown::Running);
@@ -884,16 +935,16 @@ mod tests {
             finished(rec("a", "c1", Status::Ok, 10)),
             cell_started(9, "a", "c1"),
         ]);
-        assert_eq!(v.running, None);
+        assert!(v.running.is_empty());
         // A retry of a recorded cell is running again.
         let v = fold(&[
             finished(rec("a", "c1", Status::Failed, 10)),
             cell_started(20, "a", "c1"),
         ]);
-        assert_eq!(v.running.as_ref().map(|r| r.cell.as_str()), Some("a"));
+        assert_eq!(v.running.first().map(|r| r.cell.as_str()), Some("a"));
         // An older start does not replace a newer one.
         let v = fold(&[cell_started(20, "b", "c1"), cell_started(10, "a", "c1")]);
-        assert_eq!(v.running.as_ref().map(|r| r.cell.as_str()), Some("b"));
+        assert_eq!(v.running.first().map(|r| r.cell.as_str()), Some("b"));
     }
 
     #[test]
@@ -919,7 +970,7 @@ mod tests {
         in_order.extend(resumed.iter().cloned());
         let v = fold(&in_order);
         assert_eq!(v.shown(), Shown::Running);
-        assert_eq!(v.running.as_ref().map(|r| r.since), Some(at(101)));
+        assert_eq!(v.running.first().map(|r| r.since), Some(at(101)));
         // The old run's events arriving after the new ones change nothing.
         let mut shuffled: Vec<Event> = resumed.to_vec();
         shuffled.extend(first_run.iter().cloned());

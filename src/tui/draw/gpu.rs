@@ -119,6 +119,22 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             }
             lines.push(Line::from(spans));
         }
+        // With configs side by side, whose GPUs are whose, on a row of its own.
+        let live: Vec<_> = app.view.live_configs().collect();
+        if live.len() > 1 && lines.len() < h {
+            let owners: Vec<String> = live
+                .iter()
+                .map(|c| {
+                    let gpus: Vec<String> =
+                        app.view.gpus_of(c).iter().map(u32::to_string).collect();
+                    format!("{} {}", gpus.join(","), c.id)
+                })
+                .collect();
+            lines.push(Line::styled(
+                fit(&format!(" {}", owners.join(sym.sep)), w, false),
+                t.gpu_active,
+            ));
+        }
         // Packed rows have no room for temperature and power: the hottest
         // GPU and the total draw on a row of their own when there is one.
         if lines.len() < h {
@@ -137,6 +153,12 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         }
     }
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The config a GPU runs for, when several configs run side by side.
+fn owner(app: &App, gpu: u32) -> Option<&str> {
+    app.view.live_configs().nth(1)?;
+    app.view.owner_of(gpu)
 }
 
 fn message(frame: &mut Frame, app: &App, area: Rect, text: &[&str]) {
@@ -323,7 +345,17 @@ fn full(app: &App, g: &GpuSample, active: bool, w: usize) -> Vec<Line<'static>> 
     let l1 = Line::from(vec![
         marker(app, active),
         Span::styled(format!("{:<2}", g.index), t.title),
-        Span::styled(fit(&g.name, name_w, false), t.text),
+        Span::styled(
+            fit(
+                &match owner(app, g.index) {
+                    Some(o) => format!("{o}{}{}", sym.sep, g.name),
+                    None => g.name.clone(),
+                },
+                name_w,
+                false,
+            ),
+            t.text,
+        ),
         Span::raw(" "),
         temp_span(t, g),
         Span::styled(right, t.text),
@@ -418,9 +450,17 @@ fn compact(app: &App, g: &GpuSample, active: bool, c: &Columns) -> Line<'static>
             t.text,
         ));
     }
-    if c.spark_w > 2 {
-        spans.push(Span::raw(" "));
-        spans.push(sparkline(app, g.index, c.spark_w - 1));
+    // With configs side by side, the room of the sparkline says whose GPU it is.
+    match owner(app, g.index) {
+        Some(o) => {
+            spans.push(Span::raw(" "));
+            spans.push(Span::styled(fit(o, c.spark_w.max(12), false), t.gpu_active));
+        }
+        None if c.spark_w > 2 => {
+            spans.push(Span::raw(" "));
+            spans.push(sparkline(app, g.index, c.spark_w - 1));
+        }
+        None => {}
     }
     Line::from(spans)
 }

@@ -180,7 +180,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     lines.push(Line::from(groups));
     lines.push(Line::from(labels));
 
-    let current = app.view.config.as_ref().map(|c| c.id.as_str());
+    // Every config running now is marked (several when they run side by side).
+    let mut current: Vec<&str> = app.view.live_configs().map(|c| c.id.as_str()).collect();
+    if current.is_empty() {
+        current.extend(app.view.config().map(|c| c.id.as_str()));
+    }
     let baselines = |phase: &str| {
         g.configs
             .iter()
@@ -199,7 +203,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             }
             Row::Config(i) => {
                 let cfg = &g.configs[*i];
-                let is_current = current == Some(cfg.id.as_str())
+                let is_current = current.contains(&cfg.id.as_str())
                     && !matches!(
                         app.view.sweep.sweep,
                         crate::view::state::Sweep::Finished { .. }

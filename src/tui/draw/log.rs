@@ -25,7 +25,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .and_then(|i| log.lines.get(i))
         .map(|l| l.config.as_str())
         .filter(|c| !c.is_empty())
-        .or(app.view.config.as_ref().map(|c| c.id.as_str()))
+        .or(app.view.config().map(|c| c.id.as_str()))
         .map(|c| format!("{}{c}", sym.sep))
         .unwrap_or_default();
     let state = if app.ui.log_back > 0 {
@@ -34,6 +34,17 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         format!("{}following", sym.sep)
     } else {
         format!("{}paused", sym.sep)
+    };
+    // Configs side by side share the pane: each line says whose it is.
+    let side_by_side = app.view.live_configs().nth(1).is_some();
+    let source = if side_by_side {
+        format!(
+            "{}{} configs side by side",
+            sym.sep,
+            app.view.live_configs().count()
+        )
+    } else {
+        source
     };
     let block = app.block(
         format!(" Server log{source}{state} "),
@@ -62,8 +73,14 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             LineKind::Ready => t.log_ready,
             LineKind::Note => t.log_note,
         };
-        let text: Vec<char> = l
-            .text
+        let tagged;
+        let line_text = if side_by_side && !l.config.is_empty() {
+            tagged = format!("{}{}{}", l.config, sym.sep, l.text);
+            &tagged
+        } else {
+            &l.text
+        };
+        let text: Vec<char> = line_text
             .chars()
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect();

@@ -288,7 +288,7 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
         Shown::Finished => t.state_finished,
     };
     let mut badge = format!(" {} ", shown.label());
-    if shown == Shown::Paused && v.running.is_some() {
+    if shown == Shown::Paused && !v.running.is_empty() {
         badge = " PAUSING ".into();
     }
     let read_only = match app.mode {
@@ -314,7 +314,21 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
     let build = |compact: bool| -> Vec<(u8, Vec<Span>)> {
         let mut segs: Vec<(u8, Vec<Span>)> = Vec::new();
         segs.push((9, vec![Span::styled(format!(" {name}"), t.header_accent)]));
-        if let Some(c) = &v.config {
+        let side_by_side = v.live_configs().count();
+        if let (true, Some(c)) = (side_by_side > 1, v.config()) {
+            let phase = if compact {
+                c.phase.clone()
+            } else {
+                format!("phase {}", c.phase)
+            };
+            segs.push((4, vec![Span::styled(phase, t.header)]));
+            let text = if compact {
+                format!("{side_by_side} configs")
+            } else {
+                format!("{side_by_side} configs side by side")
+            };
+            segs.push((7, vec![Span::styled(text, t.header_accent)]));
+        } else if let Some(c) = v.config() {
             let phase = if compact {
                 c.phase.clone()
             } else {

@@ -310,7 +310,11 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
                     lines.push(kv(app, name, value));
                 }
             }
-            if let Some(run) = app.view.config.as_ref().filter(|c| c.id == config.id) {
+            if let Some(run) = app.view.configs.iter().find(|c| c.id == config.id) {
+                if !run.gpus.is_empty() {
+                    let gpus: Vec<String> = run.gpus.iter().map(u32::to_string).collect();
+                    lines.push(kv(app, "GPUs", gpus.join(",")));
+                }
                 lines.push(kv(app, "attempt", run.attempt.to_string()));
                 lines.push(kv(
                     app,
@@ -365,7 +369,7 @@ pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
             }
             match app.selected_record() {
                 None => {
-                    let state = if app.view.running.as_ref().is_some_and(|r| r.cell == id) {
+                    let state = if app.view.is_running(&id) {
                         "running"
                     } else {
                         "pending"
