@@ -1578,3 +1578,66 @@ fn a_speedup_inside_the_measured_spread_is_marked_as_noise() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn configs_side_by_side_are_all_shown_and_a_skip_goes_to_the_selected_one() {
+    let mut s = Story::new();
+    s.gpus(8, &[0, 1, 2]);
+    // Three TP1 configs start, each on a GPU of its own, and each runs a cell.
+    for (gpu, id) in ["tp1-baseline", "tp1-dflash", "tp1-ddtree-b4"]
+        .iter()
+        .enumerate()
+    {
+        s.config(id);
+        if let Some(Event::ConfigStarting { gpus, .. }) = s
+            .events
+            .iter_mut()
+            .rev()
+            .find(|e| matches!(e, Event::ConfigStarting { .. }))
+        {
+            *gpus = vec![gpu as u32];
+        }
+        let first = s.cells(id)[0].clone();
+        s.start(&first);
+        s.log(id, &format!("Decode batch of {id}"), LogMark::Plain);
+    }
+    let view = s.view();
+    assert_eq!(view.live_configs().count(), 3);
+    assert_eq!(view.running.len(), 3);
+    assert_eq!(view.owner_of(1), Some("tp1-dflash"));
+    let (mut app, mut rx) = live(view);
+    let text = screen(&render(&mut app, 160, 45));
+    assert!(text.contains("3 configs side by side"), "{text}");
+    // Every running config's row is marked, each GPU says whose it is, and
+    // each log line whose it is.
+    let marked = text
+        .lines()
+        .filter(|l| l.contains('▶') && l.contains("tp1-"))
+        .count();
+    assert!(marked >= 3, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("tp1-ddtree-b4") && l.contains('2') && l.contains('%')),
+        "GPU 2's owner:\n{text}"
+    );
+    assert!(
+        text.contains("tp1-dflash · Decode batch of tp1-dflash"),
+        "{text}"
+    );
+    // A skip acts on the selected config when it runs.
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Down);
+    assert_eq!(app.grid.configs[app.ui.sel_config].id, "tp1-dflash");
+    press(&mut app, KeyCode::Char('s'));
+    assert_eq!(
+        rx.try_recv().map(|r| r.command).ok(),
+        Some(Command::SkipConfig {
+            config: Some("tp1-dflash".into())
+        })
+    );
+    assert!(app
+        .ui
+        .flash
+        .as_ref()
+        .is_some_and(|f| f.text.contains("tp1-dflash")));
+}

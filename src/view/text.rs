@@ -32,13 +32,25 @@ pub fn line(ev: &Event) -> Option<String> {
             total,
             command,
             attempt,
+            gpus,
             ..
         } => format!(
-            "[{index}/{total}] {config}: starting{}  $ {command}",
+            "[{index}/{total}] {config}: starting{}{}  $ {command}",
             if *attempt > 1 {
                 format!(" (attempt {attempt})")
             } else {
                 String::new()
+            },
+            match gpus.as_slice() {
+                [] => String::new(),
+                [g] => format!(" on GPU {g}"),
+                many => format!(
+                    " on GPUs {}",
+                    many.iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
             }
         ),
         Event::ServerReady {
