@@ -221,3 +221,37 @@ tp = [2]
     let line = super::template::command_line(&plan.configs[0].argv, true);
     assert!(line.starts_with("printf '%s  %s\n' 'a b'"), "{line}");
 }
+
+#[test]
+fn server_gpus_and_pack() {
+    let auto = BASE
+        .replace("port = 30000", "port = \"auto\"\ngpus = \"auto:{tp}\"")
+        .replace("env = { CUDA_VISIBLE_DEVICES = \"{gpus}\" }\n", "")
+        .replace("vars = { gpus = \"0\" }", "pack = true");
+    let plan = parse(&auto).unwrap();
+    assert!(plan.phases[0].pack);
+    let c = &plan.configs[0];
+    assert_eq!((c.gpus.clone(), c.gpu_count), (None, Some(1)));
+    // The server learns its GPUs from the variable, filled at launch.
+    assert_eq!(c.env["CUDA_VISIBLE_DEVICES"], "{gpus}");
+    assert_eq!(c.gpus_wanted(), Some(1));
+
+    let list = auto.replace("auto:{tp}", "2,3");
+    let c = &parse(&list).unwrap().configs[0];
+    assert_eq!((c.gpus.clone(), c.gpu_count), (Some(vec![2, 3]), None));
+
+    // A fixed port cannot be shared by configs side by side.
+    let e = err(&auto.replace("port = \"auto\"", "port = 30000"));
+    assert!(e.message.contains("set port = \"auto\""), "{e}");
+    for bad in ["auto:0", "auto:x", "GPU-3f2a"] {
+        let e = err(&auto.replace("auto:{tp}", bad));
+        assert!(e.message.contains("server.gpus"), "{bad}: {e}");
+        assert!(e.line > 0, "{e}");
+    }
+    // Both ways of naming GPUs at once is a contradiction.
+    let both = auto.replace(
+        "gpus = \"auto:{tp}\"",
+        "gpus = \"auto:1\"\nenv = { CUDA_VISIBLE_DEVICES = \"0\" }",
+    );
+    assert!(err(&both).message.contains("CUDA_VISIBLE_DEVICES"));
+}
