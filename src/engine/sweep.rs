@@ -132,7 +132,7 @@ impl Engine {
     }
 }
 
-/// A lane's end: its config, its GPUs, how it ended.
+/// A lane's end: its config and how it ended.
 type LaneEnd = (String, Result<Flow, EngineError>);
 
 impl Core {
@@ -335,6 +335,8 @@ impl Core {
                         Err(e) => (String::new(), Err(EngineError::Lane(e.to_string()))),
                     };
                     held.retain(|(c, _)| *c != config);
+                    // A skip meant for it that came too late is not left for a retry.
+                    self.book().skips.retain(|(c, _)| c.as_deref() != Some(config.as_str()));
                     match flow {
                         Ok(Flow::Continue) => {}
                         Ok(Flow::Quit) => {
