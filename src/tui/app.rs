@@ -727,21 +727,25 @@ impl App {
                 };
                 self.command(Command::TogglePause, words)
             }
-            Key::SkipConfig => {
+            Key::SkipConfig | Key::SkipCell => {
                 let config = self.skip_target();
-                let words = match &config {
-                    Some(c) => format!("skipping the rest of {c}"),
-                    None => "skipping the rest of the config".into(),
+                let (what, command) = if k == Key::SkipConfig {
+                    (
+                        "the rest of",
+                        Command::SkipConfig {
+                            config: config.clone(),
+                        },
+                    )
+                } else {
+                    (
+                        "the running cell of",
+                        Command::SkipCell {
+                            config: config.clone(),
+                        },
+                    )
                 };
-                self.command(Command::SkipConfig { config }, &words)
-            }
-            Key::SkipCell => {
-                let config = self.skip_target();
-                let words = match &config {
-                    Some(c) => format!("skipping the running cell of {c}"),
-                    None => "skipping the running cell".into(),
-                };
-                self.command(Command::SkipCell { config }, &words)
+                let whose = config.unwrap_or_else(|| "the config".into());
+                self.command(command, &format!("skipping {what} {whose}"))
             }
             Key::Retry => self.retry(),
             Key::Exclude => {
