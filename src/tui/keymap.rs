@@ -74,14 +74,14 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         key: Key::SkipConfig,
         name: "skip_config",
-        help: "skip the rest of the running config",
+        help: "skip the rest of the running config (the selected one when several run)",
         defaults: &["s"],
         hint: Some("skip cfg"),
     },
     Binding {
         key: Key::SkipCell,
         name: "skip_cell",
-        help: "skip the running cell",
+        help: "skip the running cell (the selected config's when several run)",
         defaults: &["n"],
         hint: Some("skip cell"),
     },
