@@ -296,6 +296,9 @@ impl Core {
                                 let end = lane.run_config(&config, index, total, pending).await;
                                 (config.id, end)
                             });
+                            if !pack {
+                                break;
+                            }
                         }
                         Place::Never(failure) => {
                             queue.remove(i);
@@ -317,9 +320,6 @@ impl Core {
                             i += 1;
                         }
                         Place::Later => i += 1,
-                    }
-                    if !pack {
-                        break;
                     }
                 }
             }
