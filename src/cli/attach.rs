@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{user, Context, Result, ViewArgs};
+use crate::control::file::COMMANDS;
 use crate::control::{Connection, ServerMsg};
 use crate::engine::{Bus, Request};
 use crate::model::{Command, Event};
@@ -54,10 +55,18 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         .map_err(user)?;
     if let Some(cmd) = &send {
         // A target is checked against the run's plan before anything is sent.
-        if let Ok(plan) = Plan::load(&dir.join(store::PLAN)) {
+        if let Ok(plan) = crate::view::replay::plan_of_run(&dir) {
             if let Some(problem) = crate::engine::target_problem(&plan, cmd) {
                 return Err(user(problem));
             }
+        }
+        if store::sweep::is_sweep_dir(&dir) {
+            return send_to_sweep(&dir, cmd);
+        }
+        // A sweep on another machine (no socket reaches it) that is alive
+        // by its files is steered through its commands file.
+        if !crate::control::is_live(&dir) && store::sweep::shard_alive(&dir) {
+            return send_by_file(&dir, cmd);
         }
     }
     if send.is_some() || args.headless || !std::io::stdout().is_terminal() {
@@ -65,6 +74,76 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     } else {
         dashboard(&dir, &args.view)
     }
+}
+
+/// Who a command written to a commands file is from: `script@HOST`.
+fn file_sender() -> String {
+    format!("script@{}", store::sweep::host_name())
+}
+
+/// `--send` through a run's `commands.jsonl`.
+fn send_by_file(dir: &Path, cmd: &Command) -> Result<u8> {
+    crate::control::file::append_command(dir, cmd, &file_sender())
+        .context(|| format!("cannot write to {}", dir.join(COMMANDS).display()))?;
+    let host = store::sweep::read_heartbeat(dir).map_or_else(|| "?".into(), |b| b.host);
+    super::print(&format!(
+        "sent through {} (the sweep runs on {host}; it reads the file every {} ms)\n",
+        dir.join(COMMANDS).display(),
+        crate::control::file::POLL.as_millis()
+    ))?;
+    Ok(0)
+}
+
+/// `--send` to a sweep directory: a command about a config (or a cell) goes
+/// to the shard that runs it, any other to every running shard.
+fn send_to_sweep(dir: &Path, cmd: &Command) -> Result<u8> {
+    let meta = store::sweep::read_sweep(dir).map_err(super::store_error)?;
+    let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string()))?;
+    let owners = plan.shard_of_configs(meta.shards);
+    let owner = |config: &str| {
+        plan.configs
+            .iter()
+            .position(|c| c.id == config)
+            .map(|i| owners[i])
+    };
+    let targets: Vec<u32> = match cmd.target() {
+        Some(t) => {
+            let config = plan
+                .cells
+                .iter()
+                .find(|c| c.id == t)
+                .map_or(t.as_str(), |c| c.config.as_str());
+            owner(config).into_iter().collect()
+        }
+        None => store::sweep::shard_dirs(dir)
+            .into_iter()
+            .filter(|(_, d)| store::sweep::shard_state(d).is_running())
+            .map(|(i, _)| i)
+            .collect(),
+    };
+    let mut sent = Vec::new();
+    for i in targets {
+        let shard = store::sweep::shard_dir(dir, i);
+        if !shard.join(store::PLAN).exists() {
+            continue;
+        }
+        crate::control::file::append_command(&shard, cmd, &file_sender())
+            .context(|| format!("cannot write to {}", shard.join(COMMANDS).display()))?;
+        sent.push(i.to_string());
+    }
+    if sent.is_empty() {
+        return Err(user(format!(
+            "no shard of {} that this command is for has started (see `sweeptop ls {}`)",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    super::print(&format!(
+        "sent to shard(s) {} of {}\n",
+        sent.join(", "),
+        dir.display()
+    ))?;
+    Ok(0)
 }
 
 async fn connect(dir: &Path) -> Result<Connection> {

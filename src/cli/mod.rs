@@ -149,7 +149,7 @@ pub fn read_run(
     crate::store::Results,
 )> {
     use crate::store;
-    if !dir.join(store::RESULTS).exists() {
+    if !dir.join(store::RESULTS).exists() && !store::sweep::is_sweep_dir(dir) {
         return Err(user(format!(
             "{} has no {}: is it a run directory? (see `sweeptop ls`)",
             dir.display(),
@@ -157,7 +157,7 @@ pub fn read_run(
         )));
     }
     let mut results = store::read_results(dir).map_err(store_error)?;
-    let plan = crate::plan::Plan::load(&dir.join(store::PLAN))
+    let plan = crate::view::replay::plan_of_run(dir)
         .ok()
         .map(std::sync::Arc::new);
     if let Some(plan) = &plan {
