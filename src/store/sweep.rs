@@ -226,15 +226,19 @@ impl ShardState {
 }
 
 /// Whether a run directory's sweep is alive: its lock is held (a sweep on
-/// this machine), or its heartbeat is fresh (one on another machine).
+/// this machine), or it is recorded as running and its heartbeat is fresh
+/// (one on another machine).
 pub fn shard_alive(run_dir: &Path) -> bool {
     if super::is_locked(run_dir) {
         return true;
     }
+    if !read_meta(run_dir).is_ok_and(|m| m.state == RunState::Running) {
+        return false;
+    }
     let here = host_name();
     match read_heartbeat(run_dir) {
-        // On this machine the lock is the truth (a fresh beat of a process
-        // just killed must not keep it alive).
+        // On this machine the process must be there too (a beat written
+        // just before a kill is still fresh).
         Some(b) if b.host == here => pid_alive(b.pid) && heartbeat_age(run_dir) < HEARTBEAT_STALE_S,
         Some(_) => heartbeat_age(run_dir) < HEARTBEAT_STALE_S,
         None => false,
@@ -257,25 +261,21 @@ fn heartbeat_age(run_dir: &Path) -> f64 {
 
 /// Where shard `run_dir` stands (a missing directory is pending).
 pub fn shard_state(run_dir: &Path) -> ShardState {
-    let Ok(meta) = read_meta(run_dir) else {
-        return if run_dir.join(PLAN).exists() && !shard_alive(run_dir) {
-            ShardState::Died { host: None }
-        } else if shard_alive(run_dir) {
-            ShardState::Running {
-                host: read_heartbeat(run_dir).map_or_else(|| "?".into(), |b| b.host),
-            }
-        } else {
-            ShardState::Pending
-        };
-    };
     let host = read_heartbeat(run_dir).map(|b| b.host);
-    match meta.state {
-        _ if shard_alive(run_dir) => ShardState::Running {
+    if shard_alive(run_dir) {
+        return ShardState::Running {
             host: host.unwrap_or_else(|| "?".into()),
+        };
+    }
+    match read_meta(run_dir) {
+        Ok(meta) => match meta.state {
+            RunState::Running => ShardState::Died { host },
+            RunState::Finished => ShardState::Finished,
+            RunState::Interrupted => ShardState::Interrupted,
         },
-        RunState::Running => ShardState::Died { host },
-        RunState::Finished => ShardState::Finished,
-        RunState::Interrupted => ShardState::Interrupted,
+        // Made, but killed before it said anything.
+        Err(_) if run_dir.join(PLAN).exists() => ShardState::Died { host },
+        Err(_) => ShardState::Pending,
     }
 }
 
@@ -417,7 +417,13 @@ mod tests {
         );
         fs::write(d.join(SHARD), "{").unwrap();
         assert!(read_shard(&d).is_err());
-        // A heartbeat of another machine is alive while fresh.
+        // A heartbeat of another machine is alive while fresh, if the run
+        // says it is running.
+        fs::write(
+            d.join(super::super::META),
+            r#"{"plan":"p","started_at":"2026-12-03T08:16:24.123Z","sweeptop_version":"0","state":"running","pid":1}"#,
+        )
+        .unwrap();
         beat(
             &d,
             &Heartbeat {
@@ -428,6 +434,19 @@ mod tests {
             },
         );
         assert!(shard_alive(&d));
+        assert_eq!(
+            shard_state(&d),
+            ShardState::Running {
+                host: "elsewhere-node".into()
+            }
+        );
+        fs::write(
+            d.join(super::super::META),
+            r#"{"plan":"p","started_at":"2026-12-03T08:16:24.123Z","sweeptop_version":"0","state":"finished","pid":1}"#,
+        )
+        .unwrap();
+        assert!(!shard_alive(&d));
+        assert_eq!(shard_state(&d), ShardState::Finished);
         fs::remove_dir_all(&d).unwrap();
     }
 }
