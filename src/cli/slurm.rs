@@ -399,12 +399,12 @@ fn resume(args: &SlurmArgs, dir: &Path) -> Result<u8> {
         let shard_dir = sweep::shard_dir(&dir, i);
         let state = sweep::shard_state(&shard_dir);
         let left = cells_left(&plan, meta.shards, i, &shard_dir);
-        let why = if state.is_running() {
+        let why = if state == sweep::ShardState::Finished && left == 0 {
+            "finished".to_string()
+        } else if state.is_running() {
             format!("{}, {left} cell(s) left", state.text())
         } else if queued.contains(&i) {
             "still queued".to_string()
-        } else if state == sweep::ShardState::Finished && left == 0 {
-            "finished".to_string()
         } else {
             again.push(i);
             format!("{}, {left} cell(s) left: submitted again", state.text())
