@@ -291,6 +291,13 @@ fn a_sweep_spread_over_slurm_survives_a_cancelled_task() {
         .unwrap()
         .to_string();
     t(&format!("submitted job {job}"));
+    // A viewer following the whole sweep through its files.
+    let mut viewer = sweeptop(&tag);
+    viewer
+        .args(["attach", &s, "--headless"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let viewer = viewer.spawn().unwrap();
 
     // Watch the sweep directory until every shard has started.
     let mut last = Vec::new();
@@ -355,6 +362,21 @@ fn a_sweep_spread_over_slurm_survives_a_cancelled_task() {
     t(&format!(
         "shards: {}",
         shard_states(&tag, &sweep).join(" | ")
+    ));
+    // No shard runs: the viewer has seen every shard's cells, and says how to go on.
+    let seen = wait_output(viewer, Duration::from_secs(30));
+    let seen = String::from_utf8_lossy(&seen.stdout).into_owned();
+    for config in ["a", "b", "crash"] {
+        assert!(
+            seen.contains(&format!("  {config}/w-")),
+            "no cell of {config} followed:\n{seen}"
+        );
+    }
+    let last = seen.lines().last().unwrap_or("");
+    assert!(last.contains("slurm --resume"), "{seen}");
+    t(&format!(
+        "the viewer followed {} lines, ending: {last}",
+        seen.lines().count()
     ));
 
     let mut c = sweeptop(&tag);
