@@ -244,6 +244,12 @@ fn a_sweep_spread_over_slurm_survives_a_cancelled_task() {
         println!("not run: {why}");
         return;
     }
+    if sh("pgrep -x slurmctld || pgrep -x slurmd").0 {
+        let why = "a Slurm daemon already runs on this machine; this test starts its own cluster";
+        assert!(!require, "SWEEPTOP_REQUIRE_SLURM=1 but {why}");
+        println!("not run: {why}");
+        return;
+    }
     let cluster = match Cluster::start() {
         Ok(c) => c,
         Err(why) => {

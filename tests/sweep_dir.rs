@@ -232,6 +232,17 @@ fn a_sweep_is_split_submitted_resumed_and_read_back_as_one() {
     ));
     assert!(md.contains("p-a") || md.contains("| a"), "{md}");
 
+    let html = ok(&run_with_deadline(
+        cmd(&tag, &bin, &["report", s, "-o", "-"]),
+        Duration::from_secs(30),
+    ));
+    assert!(html.contains("<html") && html.contains("spread"), "{html}");
+    // A finished sweep followed as lines: it says so and ends.
+    let text = ok(&run_with_deadline(
+        cmd(&tag, &bin, &["attach", s, "--headless"]),
+        Duration::from_secs(30),
+    ));
+    assert!(text.contains("sweep finished"), "{text}");
     // Nothing runs: a command for the sweep has nowhere to go.
     let out = run_with_deadline(
         cmd(&tag, &bin, &["attach", s, "--send", "pause"]),
