@@ -447,6 +447,47 @@ mod tests {
         .unwrap();
         assert!(!shard_alive(&d));
         assert_eq!(shard_state(&d), ShardState::Finished);
+        // Recorded as running, on this machine, by a process that is gone
+        // (its beat still fresh): died, and where.
+        fs::write(
+            d.join(super::super::META),
+            r#"{"plan":"p","started_at":"2026-12-03T08:16:24.123Z","sweeptop_version":"0","state":"running","pid":0}"#,
+        )
+        .unwrap();
+        beat(
+            &d,
+            &Heartbeat {
+                host: host_name(),
+                pid: 0,
+                at: Timestamp::now(),
+                slurm_job: None,
+            },
+        );
+        assert_eq!(
+            shard_state(&d),
+            ShardState::Died {
+                host: Some(host_name())
+            }
+        );
+        // Another machine's beat gone stale: died too.
+        beat(
+            &d,
+            &Heartbeat {
+                host: "elsewhere-node".into(),
+                pid: 1,
+                at: Timestamp::now(),
+                slurm_job: None,
+            },
+        );
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        fs::File::options()
+            .write(true)
+            .open(d.join(HEARTBEAT))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(!shard_alive(&d));
+        assert!(matches!(shard_state(&d), ShardState::Died { .. }));
         fs::remove_dir_all(&d).unwrap();
     }
 }
