@@ -82,8 +82,17 @@ fn sweep_info(dir: &Path) -> Option<RunInfo> {
             }
         })
         .collect();
-    let any = |f: &dyn Fn(&sweep::ShardState) -> bool| shards.iter().any(|s| f(&s.state));
-    let state = if any(&|s| s.is_running() || *s == sweep::ShardState::Pending) {
+    // A shard not started yet waits for its task, unless Slurm says the
+    // task is gone (cancelled before it started).
+    let pending = shards.iter().any(|s| s.state == sweep::ShardState::Pending);
+    let waiting = pending
+        && match super::slurm::queued_tasks(&meta) {
+            Some(queued) => shards
+                .iter()
+                .any(|s| s.state == sweep::ShardState::Pending && queued.contains(&s.index)),
+            None => true,
+        };
+    let state = if shards.iter().any(|s| s.state.is_running()) || waiting {
         RunState::Running
     } else if shards
         .iter()

@@ -329,19 +329,19 @@ fn record(dir: &Path, job: &str, shards: &[u32]) -> Result<()> {
 }
 
 /// Array tasks of the sweep's jobs that Slurm still has queued or running
-/// (`JOB_TASK` → the task id); empty when `squeue` cannot say.
-fn queued_tasks(meta: &sweep::SweepMeta) -> std::collections::HashSet<u32> {
+/// (`JOB_TASK` → the task id); `None` when `squeue` cannot say (not a
+/// Slurm machine).
+pub fn queued_tasks(meta: &sweep::SweepMeta) -> Option<std::collections::HashSet<u32>> {
     let jobs: Vec<&str> = meta.submissions.iter().map(|s| s.job_id.as_str()).collect();
     let mut out = std::collections::HashSet::new();
     if jobs.is_empty() {
-        return out;
+        return Some(out);
     }
-    let Ok(o) = Command::new("squeue")
+    let o = Command::new("squeue")
         .args(["-h", "-r", "-o", "%i %T", "-j", &jobs.join(",")])
         .output()
-    else {
-        return out;
-    };
+        .ok()
+        .filter(|o| o.status.success())?;
     for line in String::from_utf8_lossy(&o.stdout).lines() {
         let mut words = line.split_whitespace();
         let (Some(id), Some(state)) = (words.next(), words.next()) else {
@@ -358,7 +358,7 @@ fn queued_tasks(meta: &sweep::SweepMeta) -> std::collections::HashSet<u32> {
             out.insert(task);
         }
     }
-    out
+    Some(out)
 }
 
 /// Cells of shard `index` that have no record yet.
@@ -392,7 +392,7 @@ fn resume(args: &SlurmArgs, dir: &Path) -> Result<u8> {
             sweep::SBATCH
         )));
     }
-    let queued = queued_tasks(&meta);
+    let queued = queued_tasks(&meta).unwrap_or_default();
     let mut again = Vec::new();
     let mut report = String::new();
     for i in 1..=meta.shards {
