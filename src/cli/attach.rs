@@ -443,45 +443,22 @@ impl SweepTail {
         })
     }
 
-    /// A key's command to the shards it is for: a retry, exclusion or
-    /// inclusion to the shard of its config, a skip to the shard whose
-    /// config started last, a pause, resume or quit to every running shard
-    /// (a toggle becomes a pause while any of them runs unpaused).
+    /// A key's command to the shards it is for: one that names a config or a
+    /// cell (retry, exclude, include) to the shard of that config, a skip of
+    /// no config in particular to the shard whose config started last, a
+    /// pause, resume or quit to every running shard (a toggle becomes a
+    /// pause while any of them runs unpaused).
     fn route(&self, cmd: &Command) -> Vec<(u32, Command)> {
         let running: Vec<u32> = store::sweep::shard_dirs(&self.dir)
             .into_iter()
             .filter(|(_, d)| store::sweep::shard_state(d).is_running())
             .map(|(i, _)| i)
             .collect();
-        match cmd {
-            Command::Retry { .. } | Command::Exclude { .. } | Command::Include { .. } => {
-                let Some(target) = cmd.target() else {
-                    return Vec::new();
-                };
-                let Ok(meta) = store::sweep::read_sweep(&self.dir) else {
-                    return Vec::new();
-                };
-                let Ok(plan) = Plan::load(&self.dir.join(store::PLAN)) else {
-                    return Vec::new();
-                };
-                let config = plan
-                    .cells
-                    .iter()
-                    .find(|c| c.id == target)
-                    .map_or(target.as_str(), |c| c.config.as_str());
-                let owners = plan.shard_of_configs(meta.shards);
-                plan.configs
-                    .iter()
-                    .position(|c| c.id == config)
-                    .map(|i| vec![(owners[i], cmd.clone())])
-                    .unwrap_or_default()
-            }
-            Command::SkipCell | Command::SkipConfig => self
-                .latest
-                .filter(|i| running.contains(i))
-                .map(|i| vec![(i, cmd.clone())])
-                .unwrap_or_default(),
-            Command::TogglePause => {
+        // By name and target, not by variant: a command that names a config
+        // or a cell goes to its shard whatever its kind.
+        match (cmd.name(), cmd.target()) {
+            ("pause" | "resume" | "quit", _) => running.iter().map(|&i| (i, cmd.clone())).collect(),
+            ("toggle_pause", _) => {
                 let paused = |i: u32| {
                     store::read_events(&store::sweep::shard_dir(&self.dir, i))
                         .iter()
@@ -501,7 +478,32 @@ impl SweepTail {
                 };
                 running.iter().map(|&i| (i, cmd.clone())).collect()
             }
-            _ => running.iter().map(|&i| (i, cmd.clone())).collect(),
+            (_, Some(target)) => {
+                let Ok(meta) = store::sweep::read_sweep(&self.dir) else {
+                    return Vec::new();
+                };
+                let Ok(plan) = Plan::load(&self.dir.join(store::PLAN)) else {
+                    return Vec::new();
+                };
+                let config = plan
+                    .cells
+                    .iter()
+                    .find(|c| c.id == target)
+                    .map_or(target.as_str(), |c| c.config.as_str());
+                let owners = plan.shard_of_configs(meta.shards);
+                plan.configs
+                    .iter()
+                    .position(|c| c.id == config)
+                    .map(|i| vec![(owners[i], cmd.clone())])
+                    .unwrap_or_default()
+            }
+            // A skip of no config in particular: the shard whose config
+            // started last.
+            (_, None) => self
+                .latest
+                .filter(|i| running.contains(i))
+                .map(|i| vec![(i, cmd.clone())])
+                .unwrap_or_default(),
         }
     }
 }

@@ -174,13 +174,13 @@ mod tests {
         append_command(&d, &Command::Quit, "an earlier run").unwrap();
         let (tx, mut rx) = mpsc::channel(8);
         let task = follow_commands(&d, tx);
-        append_command(&d, &Command::SkipCell, "script").unwrap();
+        append_command(&d, &Command::Resume, "script").unwrap();
         let req = tokio::time::timeout(Duration::from_secs(10), rx.recv())
             .await
             .expect("a command within the deadline")
             .unwrap();
         // The stale quit was never replayed.
-        assert_eq!(req.command, Command::SkipCell);
+        assert_eq!(req.command, Command::Resume);
         assert_eq!(req.source, "file (from script)");
         drop(rx);
         tokio::time::timeout(Duration::from_secs(10), task)
