@@ -16,9 +16,9 @@
 //! | 1 | [`detect`] | classifying server log lines, HTTP error bodies and exits; the validator that alone decides `ok` |
 //! | 1 | [`load`] | the streaming client, exact-length prompts, per-request timings, per-cell metrics |
 //! | 1 | [`gpu`] | telemetry (NVML, simulated, none) on its own thread; per-cell GPU figures |
-//! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back |
+//! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back; a sweep directory of shards read as one |
 //! | 2 | [`engine`] | the sweep, one file per step: loop, commands, preflight, launch, cell, outcome |
-//! | 2 | [`control`] | the attach protocol over the run directory's socket |
+//! | 2 | [`control`] | the attach protocol over the run directory's socket, and its commands file for sweeps on other machines |
 //! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory |
 //! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, the HTML report and run comparisons, line progress: rendering [`view`] |
 //! | 4 | [`cli`] | one file per subcommand; user errors become one line and exit 2 |

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{user, Context, Result, ViewArgs};
+use crate::control::file::COMMANDS;
 use crate::control::{Connection, ServerMsg};
 use crate::engine::{Bus, Request};
 use crate::model::{Command, Event};
@@ -54,17 +55,99 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         .map_err(user)?;
     if let Some(cmd) = &send {
         // A target is checked against the run's plan before anything is sent.
-        if let Ok(plan) = Plan::load(&dir.join(store::PLAN)) {
+        if let Ok(plan) = crate::view::replay::plan_of_run(&dir) {
             if let Some(problem) = crate::engine::target_problem(&plan, cmd) {
                 return Err(user(problem));
             }
         }
+        if store::sweep::is_sweep_dir(&dir) {
+            return send_to_sweep(&dir, cmd);
+        }
+        // A sweep on another machine (no socket reaches it) that is alive
+        // by its files is steered through its commands file.
+        if !crate::control::is_live(&dir) && store::sweep::shard_alive(&dir) {
+            return send_by_file(&dir, cmd);
+        }
+    }
+    if store::sweep::is_sweep_dir(&dir) {
+        let headless = args.headless || !std::io::stdout().is_terminal();
+        return sweep_view(&dir, &args.view, headless);
     }
     if send.is_some() || args.headless || !std::io::stdout().is_terminal() {
         lines(&dir, send)
     } else {
         dashboard(&dir, &args.view)
     }
+}
+
+/// Who a command written to a commands file is from: `script@HOST`.
+fn file_sender() -> String {
+    format!("script@{}", store::sweep::host_name())
+}
+
+/// `--send` through a run's `commands.jsonl`.
+fn send_by_file(dir: &Path, cmd: &Command) -> Result<u8> {
+    crate::control::file::append_command(dir, cmd, &file_sender())
+        .context(|| format!("cannot write to {}", dir.join(COMMANDS).display()))?;
+    let host = store::sweep::read_heartbeat(dir).map_or_else(|| "?".into(), |b| b.host);
+    super::print(&format!(
+        "sent through {} (the sweep runs on {host}; it reads the file every {} ms)\n",
+        dir.join(COMMANDS).display(),
+        crate::control::file::POLL.as_millis()
+    ))?;
+    Ok(0)
+}
+
+/// `--send` to a sweep directory: a command about a config (or a cell) goes
+/// to the shard that runs it, any other to every running shard.
+fn send_to_sweep(dir: &Path, cmd: &Command) -> Result<u8> {
+    let meta = store::sweep::read_sweep(dir).map_err(super::store_error)?;
+    let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string()))?;
+    let owners = plan.shard_of_configs(meta.shards);
+    let owner = |config: &str| {
+        plan.configs
+            .iter()
+            .position(|c| c.id == config)
+            .map(|i| owners[i])
+    };
+    let targets: Vec<u32> = match cmd.target() {
+        Some(t) => {
+            let config = plan
+                .cells
+                .iter()
+                .find(|c| c.id == t)
+                .map_or(t.as_str(), |c| c.config.as_str());
+            owner(config).into_iter().collect()
+        }
+        None => store::sweep::shard_dirs(dir)
+            .into_iter()
+            .filter(|(_, d)| store::sweep::shard_state(d).is_running())
+            .map(|(i, _)| i)
+            .collect(),
+    };
+    let mut sent = Vec::new();
+    for i in targets {
+        let shard = store::sweep::shard_dir(dir, i);
+        if !shard.join(store::PLAN).exists() {
+            continue;
+        }
+        crate::control::file::append_command(&shard, cmd, &file_sender())
+            .context(|| format!("cannot write to {}", shard.join(COMMANDS).display()))?;
+        sent.push(i.to_string());
+    }
+    if sent.is_empty() {
+        return Err(user(format!(
+            "no shard of {} that this command is for has started (see `sweeptop ls {}`)",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    super::print(&format!(
+        "sent to shard(s) {} of {}\n",
+        sent.join(", "),
+        dir.display()
+    ))?;
+    Ok(0)
 }
 
 async fn connect(dir: &Path) -> Result<Connection> {
@@ -197,6 +280,328 @@ fn dashboard(dir: &Path, view_args: &ViewArgs) -> Result<u8> {
         if crate::control::is_live(dir) {
             super::print(&detached_message(dir))?;
         }
+        Ok(0)
+    })
+}
+
+/// A sweep directory's shards, followed through their files (there is no
+/// socket between machines): new lines of each shard's `events.jsonl` and
+/// server logs, read every [`TAIL_POLL`].
+struct SweepTail {
+    dir: PathBuf,
+    /// Per file: how far it has been read.
+    offsets: std::collections::HashMap<PathBuf, u64>,
+    /// The config a shard started last, per shard.
+    running: std::collections::HashMap<u32, String>,
+    /// The shard whose config started last (what a skip is for).
+    latest: Option<u32>,
+}
+
+const TAIL_POLL: Duration = Duration::from_millis(500);
+/// Most bytes read from one file per poll (a burst of log lines is cut).
+const TAIL_CHUNK: u64 = 1 << 20;
+
+impl SweepTail {
+    /// Following from the files' current ends.
+    fn new(dir: &Path) -> SweepTail {
+        let mut t = SweepTail {
+            dir: dir.to_path_buf(),
+            offsets: Default::default(),
+            running: Default::default(),
+            latest: None,
+        };
+        for (i, d) in store::sweep::shard_dirs(dir) {
+            for ev in store::read_events(&d) {
+                t.note(i, &ev);
+            }
+            for f in t.files(&d) {
+                let len = std::fs::metadata(&f).map_or(0, |m| m.len());
+                t.offsets.insert(f, len);
+            }
+        }
+        t
+    }
+
+    fn note(&mut self, shard: u32, ev: &Event) {
+        if let Event::ConfigStarting { config, .. } | Event::CellStarted { config, .. } = ev {
+            self.running.insert(shard, config.clone());
+            self.latest = Some(shard);
+        }
+    }
+
+    fn files(&self, shard_dir: &Path) -> Vec<PathBuf> {
+        let mut v = vec![shard_dir.join(store::EVENTS)];
+        if let Ok(entries) = std::fs::read_dir(shard_dir.join(store::LOGS)) {
+            v.extend(entries.flatten().map(|e| e.path()));
+        }
+        v
+    }
+
+    /// Complete new lines of `path` since the last read.
+    fn new_lines(&mut self, path: &Path) -> Vec<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let at = self.offsets.get(path).copied().unwrap_or(0);
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return Vec::new();
+        };
+        let len = f.metadata().map_or(0, |m| m.len());
+        let at = if len < at { 0 } else { at };
+        let mut buf = Vec::new();
+        if f.seek(SeekFrom::Start(at)).is_err() || f.take(TAIL_CHUNK).read_to_end(&mut buf).is_err()
+        {
+            return Vec::new();
+        }
+        let end = match buf.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            // One line longer than a chunk: skip it.
+            None if buf.len() as u64 >= TAIL_CHUNK => buf.len(),
+            None => 0,
+        };
+        self.offsets.insert(path.to_path_buf(), at + end as u64);
+        String::from_utf8_lossy(&buf[..end])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// What the shards wrote since the last poll, as events (log lines too).
+    fn poll(&mut self) -> Vec<Event> {
+        let mut out = Vec::new();
+        for (i, d) in store::sweep::shard_dirs(&self.dir) {
+            for line in self.new_lines(&d.join(store::EVENTS)) {
+                let Ok(ev) = serde_json::from_str::<Event>(&line) else {
+                    continue;
+                };
+                // A shard's own start and end are not the sweep's.
+                if matches!(
+                    ev,
+                    Event::SweepStarted { .. }
+                        | Event::SweepFinished { .. }
+                        | Event::SweepInterrupted { .. }
+                ) {
+                    continue;
+                }
+                self.note(i, &ev);
+                out.push(ev);
+            }
+            for f in self.files(&d).into_iter().skip(1) {
+                let Some(config) = f
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .filter(|_| f.extension().is_some_and(|e| e == "log"))
+                    .map(str::to_string)
+                else {
+                    continue;
+                };
+                for line in self.new_lines(&f) {
+                    out.push(Event::Log {
+                        config: config.clone(),
+                        line,
+                        mark: crate::model::LogMark::Plain,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// How the sweep ended, once no shard runs or waits to: finished when
+    /// every shard has, else interrupted.
+    fn ended(&self) -> Option<Event> {
+        let meta = store::sweep::read_sweep(&self.dir).ok()?;
+        let states: Vec<_> = (1..=meta.shards)
+            .map(|i| store::sweep::shard_state(&store::sweep::shard_dir(&self.dir, i)))
+            .collect();
+        if states
+            .iter()
+            .any(|s| s.is_running() || *s == store::sweep::ShardState::Pending)
+        {
+            return None;
+        }
+        let at = crate::model::Timestamp::now();
+        if states
+            .iter()
+            .all(|s| *s == store::sweep::ShardState::Finished)
+        {
+            let results = store::read_results(&self.dir).unwrap_or_default();
+            let count = |st: crate::model::Status| {
+                results.records.iter().filter(|r| r.status == st).count()
+            };
+            return Some(Event::SweepFinished {
+                at,
+                ok: count(crate::model::Status::Ok),
+                failed: count(crate::model::Status::Failed),
+                skipped: count(crate::model::Status::Skipped),
+            });
+        }
+        Some(Event::SweepInterrupted {
+            at,
+            reason: format!(
+                "no shard is running; continue with `sweeptop slurm --resume {}`",
+                self.dir.display()
+            ),
+        })
+    }
+
+    /// A key's command to the shards it is for: one that names a config or a
+    /// cell (retry, exclude, include) to the shard of that config, a skip of
+    /// no config in particular to the shard whose config started last, a
+    /// pause, resume or quit to every running shard (a toggle becomes a
+    /// pause while any of them runs unpaused).
+    fn route(&self, cmd: &Command) -> Vec<(u32, Command)> {
+        let running: Vec<u32> = store::sweep::shard_dirs(&self.dir)
+            .into_iter()
+            .filter(|(_, d)| store::sweep::shard_state(d).is_running())
+            .map(|(i, _)| i)
+            .collect();
+        // By name and target, not by variant: a command that names a config
+        // or a cell goes to its shard whatever its kind.
+        match (cmd.name(), cmd.target()) {
+            ("pause" | "resume" | "quit", _) => running.iter().map(|&i| (i, cmd.clone())).collect(),
+            ("toggle_pause", _) => {
+                let paused = |i: u32| {
+                    store::read_events(&store::sweep::shard_dir(&self.dir, i))
+                        .iter()
+                        .rev()
+                        .find_map(|e| match e {
+                            Event::Paused { .. } => Some(true),
+                            Event::Resumed { .. } | Event::SweepStarted { .. } => Some(false),
+                            _ => None,
+                        })
+                        .unwrap_or(false)
+                };
+                let all_paused = running.iter().all(|&i| paused(i));
+                let cmd = if all_paused {
+                    Command::Resume
+                } else {
+                    Command::Pause
+                };
+                running.iter().map(|&i| (i, cmd.clone())).collect()
+            }
+            (_, Some(target)) => {
+                let Ok(meta) = store::sweep::read_sweep(&self.dir) else {
+                    return Vec::new();
+                };
+                let Ok(plan) = Plan::load(&self.dir.join(store::PLAN)) else {
+                    return Vec::new();
+                };
+                let config = plan
+                    .cells
+                    .iter()
+                    .find(|c| c.id == target)
+                    .map_or(target.as_str(), |c| c.config.as_str());
+                let owners = plan.shard_of_configs(meta.shards);
+                plan.configs
+                    .iter()
+                    .position(|c| c.id == config)
+                    .map(|i| vec![(owners[i], cmd.clone())])
+                    .unwrap_or_default()
+            }
+            // A skip of no config in particular: the shard whose config
+            // started last.
+            (_, None) => self
+                .latest
+                .filter(|i| running.contains(i))
+                .map(|i| vec![(i, cmd.clone())])
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// `attach SWEEP_DIR`: every shard as one dashboard (or line progress),
+/// followed through the shards' files; keys steer through their commands
+/// files.
+fn sweep_view(dir: &Path, view_args: &ViewArgs, headless: bool) -> Result<u8> {
+    let meta = store::sweep::read_sweep(dir).map_err(super::store_error)?;
+    let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string()))?;
+    let setup = if headless {
+        None
+    } else {
+        Some(view_args.setup(false)?)
+    };
+    let rt = super::runtime(1)?;
+    rt.block_on(async move {
+        let plan = Arc::new(plan);
+        let mut tail = SweepTail::new(dir);
+        let Some(setup) = setup else {
+            // Line progress until the sweep ends.
+            loop {
+                for ev in tail.poll() {
+                    if let Some(l) = crate::view::text::line(&ev) {
+                        super::print(&format!("{l}\n"))?;
+                    }
+                }
+                if let Some(end) = tail.ended() {
+                    if let Some(l) = crate::view::text::line(&end) {
+                        super::print(&format!("{l}\n"))?;
+                    }
+                    return Ok(0);
+                }
+                tokio::time::sleep(TAIL_POLL).await;
+            }
+        };
+        // The view so far: the sweep's start, then every shard's events and
+        // results, merged.
+        let mut view = ViewState::new(Some(plan.clone()));
+        view.apply(&Event::SweepStarted {
+            at: meta.created_at,
+            plan: plan.name.clone(),
+            run_dir: dir.display().to_string(),
+            configs: plan.configs.len(),
+            cells: plan.cells.len(),
+            already_done: 0,
+        });
+        for ev in store::read_events(dir) {
+            view.apply(&ev);
+        }
+        let mut results = store::read_results(dir).map_err(super::store_error)?;
+        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
+        for r in results.records {
+            view.record(r);
+        }
+        let bus = Bus::new();
+        let (tx, mut commands) = mpsc::channel::<Request>(64);
+        let mut dashboard =
+            crate::tui::Dashboard::start(view, dir.to_path_buf(), &bus, tx, setup, true)
+                .context(|| "cannot open the dashboard".into())?;
+        let host = store::sweep::host_name();
+        let mut tick = tokio::time::interval(TAIL_POLL);
+        let send = |tail: &SweepTail, req: Request| {
+            for (i, cmd) in tail.route(&req.command) {
+                let from = format!("{}@{host}", req.source);
+                let _ = crate::control::file::append_command(
+                    &store::sweep::shard_dir(dir, i),
+                    &cmd,
+                    &from,
+                );
+            }
+        };
+        loop {
+            tokio::select! {
+                req = commands.recv() => match req {
+                    Some(req) => send(&tail, req),
+                    None => break,
+                },
+                _ = tick.tick() => {
+                    if dashboard.is_finished() {
+                        break;
+                    }
+                    for ev in tail.poll() {
+                        let channel = if matches!(ev, Event::Log { .. }) { &bus.logs } else { &bus.events };
+                        let _ = channel.send(ev);
+                    }
+                    if let Some(end) = tail.ended() {
+                        let _ = bus.events.send(end);
+                        break;
+                    }
+                }
+            }
+        }
+        while let Ok(req) = commands.try_recv() {
+            send(&tail, req);
+        }
+        dashboard.engine_done();
+        let _ = tokio::task::spawn_blocking(move || dashboard.join()).await;
         Ok(0)
     })
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::Result;
 use crate::model::{RunState, Status, Timestamp};
 use crate::plan::Plan;
-use crate::store;
+use crate::store::{self, sweep};
 
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
@@ -41,9 +41,109 @@ pub struct RunInfo {
     pub total: Option<usize>,
     pub failed: usize,
     pub command: String,
+    /// A sweep directory's shards (`sweeptop slurm`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<ShardInfo>>,
+}
+
+/// One shard of a sweep directory.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ShardInfo {
+    pub index: u32,
+    #[serde(flatten)]
+    pub state: sweep::ShardState,
+    pub done: usize,
+    pub total: usize,
+}
+
+/// A sweep directory: running while a shard runs or waits for its first
+/// start, finished when every shard has, interrupted otherwise.
+fn sweep_info(dir: &Path) -> Option<RunInfo> {
+    let meta = sweep::read_sweep(dir).ok()?;
+    let plan = Plan::load(&dir.join(store::PLAN)).ok();
+    let mut results = store::read_results(dir).ok().unwrap_or_default();
+    if let Some(plan) = &plan {
+        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
+    }
+    let shards: Vec<ShardInfo> = (1..=meta.shards)
+        .map(|i| {
+            let d = sweep::shard_dir(dir, i);
+            let total = plan.as_ref().map_or(0, |p| {
+                crate::plan::Shard::new(i, meta.shards).map_or(0, |s| p.shard(s).cells.len())
+            });
+            let left = plan
+                .as_ref()
+                .map_or(0, |p| super::slurm::cells_left(p, meta.shards, i, &d));
+            ShardInfo {
+                index: i,
+                state: sweep::shard_state(&d),
+                done: total - left.min(total),
+                total,
+            }
+        })
+        .collect();
+    // A shard not started yet waits for its task, unless Slurm says the
+    // task is gone (cancelled before it started).
+    let pending = shards.iter().any(|s| s.state == sweep::ShardState::Pending);
+    let waiting = pending
+        && match super::slurm::queued_tasks(&meta) {
+            Some(queued) => shards
+                .iter()
+                .any(|s| s.state == sweep::ShardState::Pending && queued.contains(&s.index)),
+            None => true,
+        };
+    let state = if shards.iter().any(|s| s.state.is_running()) || waiting {
+        RunState::Running
+    } else if shards
+        .iter()
+        .all(|s| s.state == sweep::ShardState::Finished)
+    {
+        RunState::Finished
+    } else {
+        RunState::Interrupted
+    };
+    let command = match state {
+        RunState::Running => format!("sweeptop attach {}", dir.display()),
+        RunState::Finished => format!("sweeptop export {} --format md", dir.display()),
+        RunState::Interrupted => format!("sweeptop slurm --resume {}", dir.display()),
+    };
+    let ended_at = (state != RunState::Running)
+        .then(|| {
+            sweep::shard_dirs(dir)
+                .iter()
+                .filter_map(|(_, d)| last_write(d))
+                .max()
+        })
+        .flatten();
+    let ran_s = ended_at
+        .unwrap_or_else(Timestamp::now)
+        .seconds_since(meta.created_at)
+        .max(0.0);
+    Some(RunInfo {
+        dir: dir.to_path_buf(),
+        plan: meta.plan,
+        state,
+        live: state == RunState::Running,
+        started_at: meta.created_at,
+        ended_at,
+        ran_s,
+        plan_sha256: store::sha256_file(&dir.join(store::PLAN)).ok(),
+        done: results.records.len(),
+        total: plan.map(|p| p.cells.len()),
+        failed: results
+            .records
+            .iter()
+            .filter(|r| r.status == Status::Failed)
+            .count(),
+        command,
+        shards: Some(shards),
+    })
 }
 
 fn run_info(dir: &Path) -> Option<RunInfo> {
+    if sweep::is_sweep_dir(dir) {
+        return sweep_info(dir);
+    }
     let meta = store::run_meta(dir)?;
     let mut results = store::read_results(dir).ok().unwrap_or_default();
     let plan = Plan::load(&dir.join(store::PLAN)).ok();
@@ -89,6 +189,7 @@ fn run_info(dir: &Path) -> Option<RunInfo> {
             .filter(|r| r.status == Status::Failed)
             .count(),
         command,
+        shards: None,
     })
 }
 
@@ -117,7 +218,11 @@ pub fn list_runs(root: &Path) -> Vec<RunInfo> {
 }
 
 pub fn ls(args: LsArgs) -> Result<u8> {
-    let runs = list_runs(&args.dir);
+    // A sweep directory is listed itself, with its shards.
+    let runs = match sweep::is_sweep_dir(&args.dir) {
+        true => sweep_info(&args.dir).into_iter().collect(),
+        false => list_runs(&args.dir),
+    };
     if args.json {
         super::print(&format!("{}\n", crate::model::text::to_json_pretty(&runs)?))?;
         return Ok(0);
@@ -172,6 +277,16 @@ fn table(runs: &[RunInfo], now: Timestamp) -> String {
             "",
             r.command
         ));
+        for s in r.shards.iter().flatten() {
+            text.push_str(&format!(
+                "{:<11}   shard {}: {}, {}/{} cells\n",
+                "",
+                s.index,
+                s.state.text(),
+                s.done,
+                s.total
+            ));
+        }
     }
     crate::model::text::display_lines(&text)
 }
@@ -194,6 +309,7 @@ mod tests {
             total: Some(56),
             failed: 1,
             command: "sweeptop run --resume x".into(),
+            shards: None,
         }
     }
 

@@ -20,6 +20,7 @@ mod open;
 mod report;
 mod run;
 mod sim_server;
+mod slurm;
 
 use crate::model::text::display_lines;
 use std::io::{self, IsTerminal, Write};
@@ -44,6 +45,9 @@ pub struct Cli {
 pub enum Cmd {
     /// Run a sweep from a plan file (or continue one with --resume DIR).
     Run(run::RunArgs),
+    /// Spread a sweep over a Slurm cluster (a job array, one shard per task),
+    /// or submit again the shards of one with cells left (--resume SWEEP_DIR).
+    Slurm(slurm::SlurmArgs),
     /// Run the bundled demo sweep against the simulated server (no GPU needed).
     Demo(run::DemoArgs),
     /// Show a finished or interrupted run in the dashboard (read-only).
@@ -87,6 +91,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Cmd::Run(args) => run::run(args),
         Cmd::Demo(args) => run::demo(args),
+        Cmd::Slurm(args) => slurm::slurm(args),
         Cmd::Open(args) => open::open(args),
         Cmd::Gpus(args) => gpus::gpus(args),
         Cmd::Ls(args) => ls::ls(args),
@@ -149,7 +154,7 @@ pub fn read_run(
     crate::store::Results,
 )> {
     use crate::store;
-    if !dir.join(store::RESULTS).exists() {
+    if !dir.join(store::RESULTS).exists() && !store::sweep::is_sweep_dir(dir) {
         return Err(user(format!(
             "{} has no {}: is it a run directory? (see `sweeptop ls`)",
             dir.display(),
@@ -157,7 +162,7 @@ pub fn read_run(
         )));
     }
     let mut results = store::read_results(dir).map_err(store_error)?;
-    let plan = crate::plan::Plan::load(&dir.join(store::PLAN))
+    let plan = crate::view::replay::plan_of_run(dir)
         .ok()
         .map(std::sync::Arc::new);
     if let Some(plan) = &plan {

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::{user, Context, GpuArgs, Result, ViewArgs};
 use crate::engine::{Bus, Engine, Options, Outcome, Request};
 use crate::model::{Command, RunState};
-use crate::plan::{Plan, DEMO_PATH, DEMO_PLAN};
+use crate::plan::{Plan, Shard, DEMO_PATH, DEMO_PLAN};
 use crate::store::{self, RunDir};
 use crate::view::state::ViewState;
 
@@ -33,6 +33,11 @@ pub struct RunArgs {
     /// records follow the old ones in results.jsonl (the last one counts).
     #[arg(long, requires = "resume", num_args = 1.., value_name = "WHAT")]
     retry: Vec<String>,
+    /// Run only shard i of N (1-based, e.g. 2/4): the plan's configs are
+    /// split into N shards of about equal estimated GPU time. Recorded in the
+    /// run directory, so `--resume` keeps to the shard.
+    #[arg(long, value_name = "i/N", conflicts_with = "resume")]
+    shard: Option<Shard>,
     #[command(flatten)]
     common: Common,
 }
@@ -84,11 +89,11 @@ pub fn run(args: RunArgs) -> Result<u8> {
         },
         _ => Vec::new(),
     };
-    sweep(source, args.common, retry)
+    sweep(source, args.common, retry, args.shard)
 }
 
 pub fn demo(args: DemoArgs) -> Result<u8> {
-    sweep(Source::Demo, args.common, Vec::new())
+    sweep(Source::Demo, args.common, Vec::new(), None)
 }
 
 /// What `--resume` says about a run with every cell recorded.
@@ -108,7 +113,7 @@ fn retry_of(dir: &Path, targets: &[String]) -> Result<Option<Vec<(String, String
         // `open_run` says what is wrong with it.
         return Ok(Some(Vec::new()));
     }
-    let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string()))?;
+    let plan = crate::view::replay::plan_of_run(dir).map_err(user)?;
     let mut results = store::read_results(dir).map_err(super::store_error)?;
     results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
     if targets.is_empty() {
@@ -155,11 +160,16 @@ fn plan_of(source: &Source) -> Result<Plan> {
             dir.display(),
             store::PLAN
         ))),
-        Source::Resume(dir) => Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string())),
+        Source::Resume(dir) => crate::view::replay::plan_of_run(dir).map_err(user),
     }
 }
 
-fn sweep(source: Source, args: Common, retry: Vec<(String, String)>) -> Result<u8> {
+fn sweep(
+    source: Source,
+    args: Common,
+    retry: Vec<(String, String)>,
+    shard: Option<Shard>,
+) -> Result<u8> {
     let demo = matches!(source, Source::Demo);
     if args.detach {
         let dir = match (&source, &args.out) {
@@ -181,7 +191,16 @@ fn sweep(source: Source, args: Common, retry: Vec<(String, String)>) -> Result<u
     } else {
         Some(args.view.setup(!args.gpu.no_gpu)?)
     };
-    let (plan, run_dir) = open_run(&source, args.out.as_deref())?;
+    let (plan, run_dir) = open_run(&source, args.out.as_deref(), shard)?;
+    if let Some(s) = store::sweep::read_shard(&run_dir.path).map_err(super::store_error)? {
+        if plan.configs.is_empty() {
+            // Not an error: a sweep split over more shards than it has configs.
+            eprintln!(
+                "shard {}/{} has no configs (the plan's are all in other shards): nothing to run",
+                s.index, s.count
+            );
+        }
+    }
     let plan = Arc::new(plan);
     // A resumed run's dashboard shows what is already recorded.
     let seed = match (&source, &setup) {
@@ -213,6 +232,10 @@ fn sweep(source: Source, args: Common, retry: Vec<(String, String)>) -> Result<u
             tx.clone(),
             store::read_events(&run_path),
         );
+        // Commands appended to commands.jsonl (another machine's `attach`),
+        // and a heartbeat that says this sweep is alive to readers elsewhere.
+        let _commands_file = crate::control::file::follow_commands(&run_path, tx.clone());
+        let heartbeat = spawn_heartbeat(run_path.clone());
         let mut dashboard = None;
         if let Some(setup) = setup {
             match crate::tui::Dashboard::start(
@@ -272,6 +295,7 @@ fn sweep(source: Source, args: Common, retry: Vec<(String, String)>) -> Result<u
             }
         }
         drop(tx);
+        heartbeat.abort();
         match outcome {
             Ok(Outcome::Finished) => Ok(0),
             Ok(Outcome::Interrupted) => Ok(EXIT_INTERRUPTED),
@@ -280,10 +304,59 @@ fn sweep(source: Source, args: Common, retry: Vec<(String, String)>) -> Result<u
     })
 }
 
+/// Rewrite the run's heartbeat every few seconds (its host, pid and Slurm
+/// task), until aborted.
+fn spawn_heartbeat(run_dir: PathBuf) -> tokio::task::JoinHandle<()> {
+    use store::sweep::{beat, host_name, Heartbeat, HEARTBEAT_S};
+    let slurm_job = match (
+        std::env::var("SLURM_ARRAY_JOB_ID"),
+        std::env::var("SLURM_ARRAY_TASK_ID"),
+        std::env::var("SLURM_JOB_ID"),
+    ) {
+        (Ok(a), Ok(t), _) => Some(format!("{a}_{t}")),
+        (_, _, Ok(j)) => Some(j),
+        _ => None,
+    };
+    let host = host_name();
+    let pid = std::process::id();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(HEARTBEAT_S));
+        loop {
+            tick.tick().await;
+            let b = Heartbeat {
+                host: host.clone(),
+                pid,
+                at: crate::model::Timestamp::now(),
+                slurm_job: slurm_job.clone(),
+            };
+            let dir = run_dir.clone();
+            let _ = tokio::task::spawn_blocking(move || beat(&dir, &b)).await;
+        }
+    })
+}
+
 /// The plan and the run directory: a new one (at `out`, or the default), or
-/// the one being resumed, which must not have a sweep running in it.
-fn open_run(source: &Source, out: Option<&Path>) -> Result<(Plan, RunDir)> {
+/// the one being resumed, which must not have a sweep running in it. A new
+/// run of one shard runs that shard's part of the plan and records which.
+fn open_run(source: &Source, out: Option<&Path>, shard: Option<Shard>) -> Result<(Plan, RunDir)> {
     let plan = new_plan(source)?;
+    if let (Some(s), false) = (shard, matches!(source, Source::Resume(_))) {
+        let dir = out.map_or_else(|| store::default_dir(&plan.name), Path::to_path_buf);
+        // The shard is recorded first: a run directory never holds a plan
+        // without saying which part of it is its own.
+        store::check_new_run_dir(&dir).map_err(super::store_error)?;
+        store::make_run_dir(&dir).map_err(super::store_error)?;
+        store::sweep::write_shard(
+            &dir,
+            store::sweep::ShardFile {
+                index: s.index,
+                count: s.count,
+            },
+        )
+        .map_err(super::store_error)?;
+        let run = RunDir::create(&dir, &plan.name, &plan.source).map_err(super::store_error)?;
+        return Ok((plan.shard(s), run));
+    }
     let run = match source {
         Source::Resume(dir) => {
             if crate::control::is_live(dir) {

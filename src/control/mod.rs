@@ -479,6 +479,7 @@ pub fn is_live(run_dir: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(run_dir.join(SOCKET)).is_ok()
 }
 
+pub mod file;
 #[cfg(test)]
 mod fuzz;
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod devices;
 mod fuzz;
 mod prompts;
 mod schema;
+pub mod shard;
 pub mod template;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -25,6 +26,7 @@ use schema::{Axes, RawPlan};
 use crate::model::FailureKind;
 pub use devices::parse_visible_devices;
 pub use prompts::{builtin_prompt, BUILTIN_PROMPTS};
+pub use shard::Shard;
 
 /// The bundled demo plan (`sweeptop demo`: runs against the simulated server).
 pub const DEMO_PLAN: &str = include_str!("../../sample_runs/demo.toml");

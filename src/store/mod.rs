@@ -2,6 +2,7 @@
 //! `events.jsonl`, server logs, and reading runs back for resume, export and `open`.
 
 mod requests;
+pub mod sweep;
 
 pub use requests::{read_requests, RequestsWriter};
 
@@ -365,7 +366,7 @@ pub fn check_new_run_dir(path: &Path) -> Result<(), StoreError> {
 }
 
 /// The first entry of `dir` that a new run may not share its directory with
-/// (anything but what `--detach` wrote); `None` when there is none or `dir`
+/// (anything but what `--detach` wrote, and `shard.json`); `None` when there is none or `dir`
 /// does not exist yet.
 fn foreign_entry(dir: &Path) -> Result<Option<String>, StoreError> {
     let entries = match fs::read_dir(dir) {
@@ -376,7 +377,8 @@ fn foreign_entry(dir: &Path) -> Result<Option<String>, StoreError> {
     for e in entries {
         let name = e.map_err(io_err(dir))?.file_name();
         let name = name.to_string_lossy();
-        if name != DETACH_LOG && name != LOCK {
+        // A shard's run records which shard it is before it starts.
+        if name != DETACH_LOG && name != LOCK && name != sweep::SHARD {
             return Ok(Some(name.into_owned()));
         }
     }
@@ -551,6 +553,9 @@ impl Results {
 }
 
 pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
+    if sweep::is_sweep_dir(dir) {
+        return sweep::read_results(dir);
+    }
     let p = dir.join(RESULTS);
     let f = match File::open(&p) {
         Ok(f) => f,
@@ -618,6 +623,9 @@ pub fn read_servers(dir: &Path) -> std::collections::BTreeMap<String, crate::mod
 }
 
 pub fn read_events(dir: &Path) -> Vec<Event> {
+    if sweep::is_sweep_dir(dir) {
+        return sweep::read_events(dir);
+    }
     read_lines(&dir.join(EVENTS)).collect()
 }
 

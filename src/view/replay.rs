@@ -23,7 +23,7 @@ pub fn load_run(dir: &Path) -> Result<ViewState, store::StoreError> {
             store::RESULTS
         )));
     }
-    let plan = Plan::load(&dir.join(store::PLAN)).ok().map(Arc::new);
+    let plan = plan_of_run(dir).ok().map(Arc::new);
     let mut view = ViewState::new(plan);
     view.run_dir = dir.display().to_string();
     for ev in store::read_events(dir) {
@@ -40,6 +40,17 @@ pub fn load_run(dir: &Path) -> Result<ViewState, store::StoreError> {
         view.record(r);
     }
     Ok(view)
+}
+
+/// A run directory's plan: its frozen `plan.toml`, narrowed to the shard it
+/// runs when it is a shard of a sweep (`shard.json`). A sweep directory's is
+/// the whole plan.
+pub fn plan_of_run(dir: &Path) -> Result<Plan, String> {
+    let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| e.to_string())?;
+    match store::sweep::read_shard(dir).map_err(|e| e.to_string())? {
+        Some(s) => Ok(plan.shard(crate::plan::Shard::new(s.index, s.count)?)),
+        None => Ok(plan),
+    }
 }
 
 /// The view of a set of records alone (exports of a plan and its results).

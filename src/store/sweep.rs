@@ -1,0 +1,493 @@
+//! A sweep directory: one plan spread over shards that run on different
+//! machines (a Slurm job array), on a filesystem they all see.
+//!
+//! ```text
+//! SWEEP/
+//!   plan.toml        the frozen plan (every shard runs a part of it)
+//!   sweep.json       shards count, the submissions (job ids, shards, times)
+//!   sweep.sbatch     the batch script each array task runs
+//!   slurm/           Slurm's output files, %A_%a.out
+//!   shards/<i>/      shard i's run directory (made when its task starts)
+//! ```
+//!
+//! A shard's run directory is an ordinary one plus `shard.json` (which shard
+//! of how many, written when the run is made, so `run --resume` keeps to it)
+//! and `heartbeat` (the host and pid running it, rewritten every few seconds:
+//! a sweep on another machine is alive while its heartbeat is fresh).
+//!
+//! Reading a sweep directory back merges its shards: every shard's results
+//! (the last record of a cell wins, by when it finished) and events (in time
+//! order), so `open`, `export`, `report` and `compare` see one grid.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{io_err, read_meta, write_synced, StoreError, PLAN};
+use crate::model::{text, CellRecord, Event, RunState, Timestamp};
+
+pub const SWEEP: &str = "sweep.json";
+pub const SHARDS: &str = "shards";
+pub const SBATCH: &str = "sweep.sbatch";
+pub const SLURM_OUT: &str = "slurm";
+/// In a shard's run directory: which shard it is.
+pub const SHARD: &str = "shard.json";
+/// In a shard's run directory: who runs it, rewritten every [`HEARTBEAT_S`].
+pub const HEARTBEAT: &str = "heartbeat";
+/// How often a running shard rewrites its heartbeat.
+pub const HEARTBEAT_S: u64 = 5;
+/// A heartbeat older than this is a shard whose process is gone.
+pub const HEARTBEAT_STALE_S: f64 = 30.0;
+
+/// `sweep.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SweepMeta {
+    pub plan: String,
+    pub shards: u32,
+    pub created_at: Timestamp,
+    /// The sweeptop each task runs (an absolute path).
+    pub sweeptop: String,
+    #[serde(default)]
+    pub submissions: Vec<Submission>,
+}
+
+/// One `sbatch` of the sweep's array.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Submission {
+    pub job_id: String,
+    /// The array's task ids (= shard indices).
+    pub shards: Vec<u32>,
+    pub submitted_at: Timestamp,
+}
+
+/// `shard.json` in a shard's run directory.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardFile {
+    pub index: u32,
+    pub count: u32,
+}
+
+/// `heartbeat` in a shard's run directory.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Heartbeat {
+    pub host: String,
+    pub pid: u32,
+    pub at: Timestamp,
+    /// The Slurm job and array task running it, when it runs under Slurm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<String>,
+}
+
+/// Whether `dir` is a sweep directory (it has `sweep.json`).
+pub fn is_sweep_dir(dir: &Path) -> bool {
+    dir.join(SWEEP).is_file()
+}
+
+pub fn shard_dir(sweep: &Path, index: u32) -> PathBuf {
+    sweep.join(SHARDS).join(index.to_string())
+}
+
+pub fn read_sweep(dir: &Path) -> Result<SweepMeta, StoreError> {
+    let p = dir.join(SWEEP);
+    let text = fs::read_to_string(&p).map_err(io_err(&p))?;
+    serde_json::from_str(&text).map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display())))
+}
+
+/// Write `sweep.json` (write, then rename: never half-written).
+pub fn write_sweep(dir: &Path, meta: &SweepMeta) -> Result<(), StoreError> {
+    let text = text::to_json_pretty(meta)
+        .map_err(|e| StoreError::Invalid(format!("cannot encode {SWEEP}: {e}")))?;
+    let tmp = dir.join(".sweep.json.tmp");
+    write_synced(&tmp, text.as_bytes())?;
+    let p = dir.join(SWEEP);
+    fs::rename(&tmp, &p).map_err(io_err(&p))
+}
+
+/// Make a new sweep directory with the frozen plan; an existing one that
+/// holds anything is refused.
+pub fn create_sweep(dir: &Path, plan_source: &str, meta: &SweepMeta) -> Result<(), StoreError> {
+    if dir.exists() {
+        let empty = fs::read_dir(dir).map_err(io_err(dir))?.next().is_none();
+        if !empty {
+            return Err(StoreError::Invalid(format!(
+                "{} already exists and is not empty: choose another --out, or continue it with `sweeptop slurm --resume {}`",
+                dir.display(),
+                dir.display()
+            )));
+        }
+    }
+    for d in [dir.to_path_buf(), dir.join(SHARDS), dir.join(SLURM_OUT)] {
+        fs::create_dir_all(&d).map_err(io_err(&d))?;
+    }
+    write_synced(&dir.join(PLAN), plan_source.as_bytes())?;
+    write_sweep(dir, meta)
+}
+
+pub fn write_shard(run_dir: &Path, shard: ShardFile) -> Result<(), StoreError> {
+    let text = text::to_json_pretty(&shard)
+        .map_err(|e| StoreError::Invalid(format!("cannot encode {SHARD}: {e}")))?;
+    write_synced(&run_dir.join(SHARD), text.as_bytes())
+}
+
+/// The shard a run directory runs, if it is a shard's; a `shard.json` that
+/// does not read is an error (running the whole plan instead would run other
+/// shards' configs twice).
+pub fn read_shard(run_dir: &Path) -> Result<Option<ShardFile>, StoreError> {
+    let p = run_dir.join(SHARD);
+    match fs::read_to_string(&p) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&p)(e)),
+    }
+}
+
+/// Rewrite the heartbeat (best effort: it only tells others we are alive).
+pub fn beat(run_dir: &Path, beat: &Heartbeat) {
+    if let Ok(text) = text::to_json_string(beat) {
+        let tmp = run_dir.join(".heartbeat.tmp");
+        if fs::write(&tmp, text).is_ok() {
+            let _ = fs::rename(&tmp, run_dir.join(HEARTBEAT));
+        }
+    }
+}
+
+pub fn read_heartbeat(run_dir: &Path) -> Option<Heartbeat> {
+    serde_json::from_str(&fs::read_to_string(run_dir.join(HEARTBEAT)).ok()?).ok()
+}
+
+/// This machine's short host name: Slurm's node name when it runs the
+/// process, else the kernel's.
+pub fn host_name() -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().split('.').next().unwrap_or("").to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The shard run directories of a sweep that exist, by index.
+pub fn shard_dirs(sweep: &Path) -> Vec<(u32, PathBuf)> {
+    let mut out: Vec<(u32, PathBuf)> = fs::read_dir(sweep.join(SHARDS))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let i = e.file_name().to_str()?.parse::<u32>().ok()?;
+                    Some((i, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by_key(|(i, _)| *i);
+    out
+}
+
+/// Where a shard stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ShardState {
+    /// No run directory yet (queued, or never submitted).
+    Pending,
+    Running {
+        host: String,
+    },
+    Finished,
+    /// Stopped (a signal, a time limit, `q`), saying so: resume continues it.
+    Interrupted,
+    /// Recorded as running, but its process is gone (killed, node lost).
+    Died {
+        host: Option<String>,
+    },
+}
+
+impl ShardState {
+    pub fn text(&self) -> String {
+        match self {
+            ShardState::Pending => "pending".into(),
+            ShardState::Running { host } => format!("running on {host}"),
+            ShardState::Finished => "finished".into(),
+            ShardState::Interrupted => "interrupted".into(),
+            ShardState::Died { host: Some(h) } => format!("died (on {h})"),
+            ShardState::Died { host: None } => "died".into(),
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        matches!(self, ShardState::Running { .. })
+    }
+}
+
+/// Whether a run directory's sweep is alive: its lock is held (a sweep on
+/// this machine), or it is recorded as running and its heartbeat is fresh
+/// (one on another machine).
+pub fn shard_alive(run_dir: &Path) -> bool {
+    if super::is_locked(run_dir) {
+        return true;
+    }
+    if !read_meta(run_dir).is_ok_and(|m| m.state == RunState::Running) {
+        return false;
+    }
+    let here = host_name();
+    match read_heartbeat(run_dir) {
+        // On this machine the process must be there too (a beat written
+        // just before a kill is still fresh).
+        Some(b) if b.host == here => pid_alive(b.pid) && heartbeat_age(run_dir) < HEARTBEAT_STALE_S,
+        Some(_) => heartbeat_age(run_dir) < HEARTBEAT_STALE_S,
+        None => false,
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    pid != 0 && Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Seconds since the heartbeat was written (its file time, the shared
+/// filesystem's clock), infinite without one.
+fn heartbeat_age(run_dir: &Path) -> f64 {
+    fs::metadata(run_dir.join(HEARTBEAT))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .map_or(f64::INFINITY, |d| d.as_secs_f64())
+}
+
+/// Where shard `run_dir` stands (a missing directory is pending).
+pub fn shard_state(run_dir: &Path) -> ShardState {
+    let host = read_heartbeat(run_dir).map(|b| b.host);
+    if shard_alive(run_dir) {
+        return ShardState::Running {
+            host: host.unwrap_or_else(|| "?".into()),
+        };
+    }
+    match read_meta(run_dir) {
+        Ok(meta) => match meta.state {
+            RunState::Running => ShardState::Died { host },
+            RunState::Finished => ShardState::Finished,
+            RunState::Interrupted => ShardState::Interrupted,
+        },
+        // Made, but killed before it said anything.
+        Err(_) if run_dir.join(PLAN).exists() => ShardState::Died { host },
+        Err(_) => ShardState::Pending,
+    }
+}
+
+/// Every shard's results merged: the last record of a cell wins (by when it
+/// finished, then by shard and line order).
+pub fn read_results(sweep: &Path) -> Result<super::Results, StoreError> {
+    let mut all: Vec<(Timestamp, u32, usize, CellRecord)> = Vec::new();
+    let mut problems = Vec::new();
+    for (i, dir) in shard_dirs(sweep) {
+        let r = super::read_results(&dir)?;
+        problems.extend(r.problems);
+        all.extend(
+            r.records
+                .into_iter()
+                .enumerate()
+                .map(|(n, rec)| (rec.finished_at, i, n, rec)),
+        );
+    }
+    all.sort_by_key(|a| (a.0, a.1, a.2));
+    let mut out = super::Results {
+        records: Vec::new(),
+        problems,
+    };
+    let mut index: std::collections::HashMap<String, usize> = Default::default();
+    for (_, _, _, r) in all {
+        match index.get(&r.cell) {
+            Some(&at) => out.records[at] = r,
+            None => {
+                index.insert(r.cell.clone(), out.records.len());
+                out.records.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every shard's events in time order (events without a time keep their place
+/// after the one before them in their shard). A shard's own start and end
+/// are not the sweep's: only the first start and, once every shard has
+/// ended, the last end are kept.
+pub fn read_events(sweep: &Path) -> Vec<Event> {
+    let mut all: Vec<(Timestamp, u32, usize, Event)> = Vec::new();
+    for (i, dir) in shard_dirs(sweep) {
+        let mut last = Timestamp::from_unix_ms(0);
+        for (n, ev) in super::read_events(&dir).into_iter().enumerate() {
+            if let Some(at) = ev.at() {
+                last = at;
+            }
+            all.push((last, i, n, ev));
+        }
+    }
+    all.sort_by_key(|a| (a.0, a.1, a.2));
+    all.into_iter()
+        .map(|(_, _, _, ev)| ev)
+        .filter(|ev| {
+            !matches!(
+                ev,
+                Event::SweepStarted { .. }
+                    | Event::SweepFinished { .. }
+                    | Event::SweepInterrupted { .. }
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Status;
+
+    fn record(cell: &str, finished_ms: i64, status: Status) -> CellRecord {
+        let mut r: CellRecord = serde_json::from_value(serde_json::json!({
+            "cell": cell, "config": "c", "phase": "p", "workload": "w",
+            "context_tokens": 64, "concurrency": 1, "status": "skipped",
+            "failure": null, "metrics": null,
+            "started_at": "2026-12-03T08:00:00Z", "finished_at": "2026-12-03T08:00:00Z"
+        }))
+        .unwrap();
+        r.status = status;
+        r.finished_at = Timestamp::from_unix_ms(finished_ms);
+        r
+    }
+
+    fn append(dir: &Path, r: &CellRecord) {
+        use std::io::Write;
+        fs::create_dir_all(dir).unwrap();
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(super::super::RESULTS))
+            .unwrap();
+        writeln!(f, "{}", serde_json::to_string(r).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn shards_merge_into_one_set_of_results_the_last_record_winning() {
+        let d = std::env::temp_dir().join(format!("sweeptop-sweep-merge-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        let meta = SweepMeta {
+            plan: "p".into(),
+            shards: 2,
+            created_at: Timestamp::from_unix_ms(0),
+            sweeptop: "/bin/sweeptop".into(),
+            submissions: vec![],
+        };
+        create_sweep(&d, "name = \"p\"\n", &meta).unwrap();
+        assert!(is_sweep_dir(&d));
+        assert_eq!(read_sweep(&d).unwrap(), meta);
+        // A second create is refused.
+        assert!(create_sweep(&d, "", &meta).is_err());
+        append(&shard_dir(&d, 1), &record("a", 10, Status::Skipped));
+        append(&shard_dir(&d, 2), &record("b", 20, Status::Skipped));
+        // `a` measured again later, in another shard's directory.
+        append(&shard_dir(&d, 2), &record("a", 30, Status::Skipped));
+        append(&shard_dir(&d, 1), &record("c", 5, Status::Skipped));
+        let r = read_results(&d).unwrap();
+        let cells: Vec<(&str, i64)> = r
+            .records
+            .iter()
+            .map(|r| (r.cell.as_str(), r.finished_at.unix_ms()))
+            .collect();
+        assert_eq!(cells, vec![("c", 5), ("a", 30), ("b", 20)]);
+        // The generic reader dispatches to the merge.
+        assert_eq!(super::super::read_results(&d).unwrap().records.len(), 3);
+        assert_eq!(shard_state(&shard_dir(&d, 3)), ShardState::Pending);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_shard_file_reads_back_and_a_bad_one_is_an_error() {
+        let d = std::env::temp_dir().join(format!("sweeptop-shard-file-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        assert_eq!(read_shard(&d).unwrap(), None);
+        write_shard(&d, ShardFile { index: 2, count: 3 }).unwrap();
+        assert_eq!(
+            read_shard(&d).unwrap(),
+            Some(ShardFile { index: 2, count: 3 })
+        );
+        fs::write(d.join(SHARD), "{").unwrap();
+        assert!(read_shard(&d).is_err());
+        // A heartbeat of another machine is alive while fresh, if the run
+        // says it is running.
+        fs::write(
+            d.join(super::super::META),
+            r#"{"plan":"p","started_at":"2026-12-03T08:16:24.123Z","sweeptop_version":"0","state":"running","pid":1}"#,
+        )
+        .unwrap();
+        beat(
+            &d,
+            &Heartbeat {
+                host: "elsewhere-node".into(),
+                pid: 1,
+                at: Timestamp::now(),
+                slurm_job: None,
+            },
+        );
+        assert!(shard_alive(&d));
+        assert_eq!(
+            shard_state(&d),
+            ShardState::Running {
+                host: "elsewhere-node".into()
+            }
+        );
+        fs::write(
+            d.join(super::super::META),
+            r#"{"plan":"p","started_at":"2026-12-03T08:16:24.123Z","sweeptop_version":"0","state":"finished","pid":1}"#,
+        )
+        .unwrap();
+        assert!(!shard_alive(&d));
+        assert_eq!(shard_state(&d), ShardState::Finished);
+        // Recorded as running, on this machine, by a process that is gone
+        // (its beat still fresh): died, and where.
+        fs::write(
+            d.join(super::super::META),
+            r#"{"plan":"p","started_at":"2026-12-03T08:16:24.123Z","sweeptop_version":"0","state":"running","pid":0}"#,
+        )
+        .unwrap();
+        beat(
+            &d,
+            &Heartbeat {
+                host: host_name(),
+                pid: 0,
+                at: Timestamp::now(),
+                slurm_job: None,
+            },
+        );
+        assert_eq!(
+            shard_state(&d),
+            ShardState::Died {
+                host: Some(host_name())
+            }
+        );
+        // Another machine's beat gone stale: died too.
+        beat(
+            &d,
+            &Heartbeat {
+                host: "elsewhere-node".into(),
+                pid: 1,
+                at: Timestamp::now(),
+                slurm_job: None,
+            },
+        );
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        fs::File::options()
+            .write(true)
+            .open(d.join(HEARTBEAT))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(!shard_alive(&d));
+        assert!(matches!(shard_state(&d), ShardState::Died { .. }));
+        fs::remove_dir_all(&d).unwrap();
+    }
+}
