@@ -73,6 +73,9 @@ fn nix_is_root() -> bool {
 /// A one-node cluster: its daemons, stopped (and `slurm.conf` put back) on drop.
 struct Cluster {
     dir: PathBuf,
+    /// Directories the cluster's jobs write to: a job step process holding
+    /// a file under one of them is this cluster's.
+    owned: Vec<PathBuf>,
     daemons: Vec<Child>,
     munged: Option<u32>,
     old_conf: Option<Vec<u8>>,
@@ -87,6 +90,7 @@ impl Cluster {
         }
         let mut cluster = Cluster {
             dir: dir.clone(),
+            owned: vec![dir.clone()],
             daemons: Vec::new(),
             munged: None,
             old_conf: std::fs::read(SLURM_CONF).ok(),
@@ -146,9 +150,46 @@ impl Cluster {
     }
 }
 
+/// The `slurmstepd` processes (a job step's keeper) holding a file under one
+/// of `dirs`.
+fn step_daemons(dirs: &[PathBuf]) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() != "slurmstepd" {
+            continue;
+        }
+        let ours = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|fds| {
+                fds.flatten().any(|fd| {
+                    std::fs::read_link(fd.path())
+                        .is_ok_and(|target| dirs.iter().any(|d| target.starts_with(d)))
+                })
+            })
+            .unwrap_or(false);
+        if ours {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         sh("scancel --user=root >/dev/null 2>&1");
+        // The jobs' steps end while their daemons are still there to hear it.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline
+            && (!sh("squeue -h").1.trim().is_empty() || !step_daemons(&self.owned).is_empty())
+        {
+            std::thread::sleep(Duration::from_millis(200));
+        }
         for child in self.daemons.iter_mut().rev() {
             // SAFETY: plain kill(2) of our own child.
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -158,6 +199,11 @@ impl Drop for Cluster {
             }
             let _ = child.kill();
             let _ = child.wait();
+        }
+        // A step keeper left without its daemon (it would wait for it forever).
+        for pid in step_daemons(&self.owned) {
+            // SAFETY: plain kill(2) of a job step of this cluster.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         if let Some(pid) = self.munged {
             // SAFETY: plain kill(2) of the munged we started.
@@ -250,7 +296,7 @@ fn a_sweep_spread_over_slurm_survives_a_cancelled_task() {
         println!("not run: {why}");
         return;
     }
-    let cluster = match Cluster::start() {
+    let mut cluster = match Cluster::start() {
         Ok(c) => c,
         Err(why) => {
             assert!(!require, "SWEEPTOP_REQUIRE_SLURM=1 but no cluster: {why}");
@@ -262,6 +308,7 @@ fn a_sweep_spread_over_slurm_survives_a_cancelled_task() {
     t("cluster up (slurmctld, slurmd, munged)");
 
     let dir = scratch("slurm");
+    cluster.owned.push(dir.clone());
     let tag = format!("slurm-{}", std::process::id());
     let _cleanup = KillTagged(tag.clone());
     let plan = dir.join("plan.toml");
@@ -446,6 +493,10 @@ fn a_sweep_spread_over_slurm_survives_a_cancelled_task() {
     assert!(
         !std::fs::read_to_string(SLURM_CONF).is_ok_and(|c| c.contains("sweeptop-slurm-")),
         "slurm.conf still names the removed cluster directory"
+    );
+    assert!(
+        step_daemons(std::slice::from_ref(&dir)).is_empty(),
+        "a job step of the cluster is still there"
     );
     t("cluster stopped");
     let _ = std::fs::remove_dir_all(&dir);

@@ -121,7 +121,14 @@ fn retry_of(dir: &Path, targets: &[String]) -> Result<Option<Vec<(String, String
         // still has that to do: only a finished one has nothing left.
         let finished = store::run_meta(dir).is_some_and(|m| m.state == RunState::Finished);
         let complete = plan.cells.iter().all(|c| results.get(&c.id).is_some());
-        return Ok((!(finished && complete)).then(Vec::new));
+        // Failures the last stop made (a job's cancellation stops the server
+        // too) are measured again.
+        let cut = crate::view::replay::cut_short(&store::read_events(dir), &results);
+        if finished && complete && cut.is_empty() {
+            return Ok(None);
+        }
+        let why = "cut short when the run was stopped";
+        return Ok(Some(cut.into_iter().map(|c| (c, why.into())).collect()));
     }
     let cells = crate::engine::cells_to_retry(&plan, &results.records, targets).map_err(user)?;
     if cells.is_empty() {

@@ -53,6 +53,60 @@ pub fn plan_of_run(dir: &Path) -> Result<Plan, String> {
     }
 }
 
+/// How long before a signal's quit a failure may be recorded and still be
+/// the signal's doing (a job's cancellation signals the server too, and its
+/// exit can be seen before the sweep's own handler runs).
+pub const SIGNAL_WINDOW_MS: i64 = 2_000;
+
+/// Cells whose latest record is a failure that the stop of a run made: a
+/// failure recorded once the sweep was told to quit (or, for a quit by a
+/// signal, which reaches the server too under a batch scheduler, just
+/// before), in a session that ended interrupted. They are no measurement, so
+/// a resumed run measures them again.
+pub fn cut_short(events: &[Event], results: &store::Results) -> Vec<String> {
+    use crate::model::{Status, Timestamp};
+    let mut out: Vec<String> = Vec::new();
+    let mut quit: Option<Timestamp> = None;
+    let mut failed: Vec<(&str, Timestamp)> = Vec::new();
+    for ev in events {
+        match ev {
+            Event::SweepStarted { .. } | Event::SweepFinished { .. } => {
+                quit = None;
+                failed.clear();
+            }
+            Event::Action {
+                at, action, source, ..
+            } if action == "quit" && quit.is_none() => {
+                let early = if source.starts_with("signal ") {
+                    SIGNAL_WINDOW_MS
+                } else {
+                    0
+                };
+                quit = Some(Timestamp::from_unix_ms(at.unix_ms() - early));
+            }
+            Event::CellFinished { record, .. } if record.status == Status::Failed => {
+                failed.push((record.cell.as_str(), record.finished_at));
+            }
+            Event::SweepInterrupted { .. } => {
+                if let Some(from) = quit {
+                    for (cell, at) in &failed {
+                        let latest = results
+                            .get(cell)
+                            .is_some_and(|r| r.status == Status::Failed && r.finished_at == *at);
+                        if *at >= from && latest && !out.iter().any(|c| c == cell) {
+                            out.push((*cell).to_string());
+                        }
+                    }
+                }
+                quit = None;
+                failed.clear();
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The view of a set of records alone (exports of a plan and its results).
 pub fn from_records(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> ViewState {
     let mut view = ViewState::new(plan);
@@ -60,4 +114,104 @@ pub fn from_records(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> ViewStat
         view.record(r.clone());
     }
     view
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Status, Timestamp};
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_unix_ms(ms)
+    }
+
+    fn record(cell: &str, status: Status, ms: i64) -> CellRecord {
+        let mut r: CellRecord = serde_json::from_value(serde_json::json!({
+            "cell": cell, "config": "c", "phase": "p", "workload": "w",
+            "context_tokens": 64, "concurrency": 1, "status": "skipped",
+            "failure": null, "metrics": null,
+            "started_at": "2026-12-03T08:00:00Z", "finished_at": "2026-12-03T08:00:00Z"
+        }))
+        .unwrap();
+        r.status = status;
+        r.finished_at = at(ms);
+        r
+    }
+
+    fn finished(r: &CellRecord) -> Event {
+        Event::CellFinished {
+            at: r.finished_at,
+            record: Box::new(r.clone()),
+        }
+    }
+
+    fn quit(ms: i64, source: &str) -> Event {
+        Event::Action {
+            at: at(ms),
+            action: "quit".into(),
+            target: None,
+            source: source.into(),
+        }
+    }
+
+    fn started(ms: i64) -> Event {
+        Event::SweepStarted {
+            at: at(ms),
+            plan: "p".into(),
+            run_dir: "r".into(),
+            configs: 1,
+            cells: 4,
+            already_done: 0,
+        }
+    }
+
+    fn interrupted(ms: i64) -> Event {
+        Event::SweepInterrupted {
+            at: at(ms),
+            reason: "quit".into(),
+        }
+    }
+
+    #[test]
+    fn failures_made_by_the_stop_are_measured_again() {
+        let crash = record("crashed", Status::Failed, 1_000);
+        let early = record("killed-with-us", Status::Failed, 9_000);
+        let after = record("after-quit", Status::Failed, 10_100);
+        let later = record("never-ran", Status::Failed, 10_200);
+        let events = vec![
+            started(0),
+            finished(&crash),
+            finished(&early),
+            quit(10_000, "signal SIGTERM"),
+            finished(&after),
+            finished(&later),
+            interrupted(10_300),
+        ];
+        let results = store::Results {
+            records: vec![crash.clone(), early.clone(), after.clone(), later.clone()],
+            problems: vec![],
+        };
+        // A crash long before the signal is a result; one within the
+        // signal's window and those after the quit are not.
+        assert_eq!(
+            cut_short(&events, &results),
+            vec!["killed-with-us", "after-quit", "never-ran"]
+        );
+        // A quit from a key: only what failed after it.
+        let mut by_key = events.clone();
+        by_key[3] = quit(10_000, "key");
+        assert_eq!(
+            cut_short(&by_key, &results),
+            vec!["after-quit", "never-ran"]
+        );
+        // A cell measured again since (a later record) is left alone, and a
+        // session that finished had nothing cut short.
+        let results2 = store::Results {
+            records: vec![record("after-quit", Status::Ok, 20_000), later.clone()],
+            problems: vec![],
+        };
+        assert_eq!(cut_short(&events, &results2), vec!["never-ran"]);
+        let done = vec![started(0), quit(10_000, "key"), finished(&after)];
+        assert!(cut_short(&done, &results).is_empty());
+    }
 }
