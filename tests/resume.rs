@@ -165,3 +165,54 @@ fn a_finished_run_says_nothing_is_left_and_retries_what_it_is_told() {
         && e["source"] == "command line (--retry failed)"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A batch scheduler's stop (scancel, a time limit) sends SIGTERM to the
+/// sweep and its server at once: the server's death is the stop's, not the
+/// config's, so the cell it cut short stays unrecorded for the resume and no
+/// cell is marked failed.
+#[test]
+fn a_stop_that_also_kills_the_server_records_no_failure() {
+    let dir = scratch("sigterm-both");
+    let tag = format!("sigterm-both-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
+    // Two configs of slow cells (about 2 s each).
+    let plan_text = format!("{TINY_PLAN}matrix = {{ k = [\"a\", \"b\"] }}\n")
+        .replace("--itl-ms 2", "--itl-ms 120")
+        .replace("concurrency = [1]", "concurrency = [1, 2]")
+        .replace("max_tokens = 8", "max_tokens = 16");
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, plan_text).unwrap();
+    let out_dir = dir.join("run");
+    let child = headless_run(&tag, &plan, &out_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), "a cell in flight", || {
+        events(&out_dir)
+            .iter()
+            .any(|e| e["event"] == "cell_started")
+    });
+    let server = std::fs::read_to_string(out_dir.join("server.pid")).unwrap();
+    let server: i32 = server.split_whitespace().next().unwrap().parse().unwrap();
+    // The server hears it first (as when the scheduler signals the step's
+    // processes one by one), the sweep a moment later, while the server's
+    // death is still being looked into.
+    // SAFETY: plain kill(2) of our own child and of its server's group.
+    unsafe { libc::kill(-server, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = wait_output(child, Duration::from_secs(60));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let failed: Vec<_> = results(&out_dir)
+        .into_iter()
+        .filter(|r| r["status"] == "failed")
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -105,7 +105,12 @@ fn a_sweep_directory_is_watched_paused_and_stopped_from_the_keys() {
     let mut term = Pty::spawn(c, 120, 40);
     term.wait_for(" RUNNING", Duration::from_secs(30));
     term.wait_until(Duration::from_secs(30), "both configs in the grid", |s| {
-        s.lines().any(|l| l.contains(" a ")) && s.lines().any(|l| l.contains(" b "))
+        // A config's row, marked ▶ while it runs.
+        let row = |c: &str| {
+            s.lines()
+                .any(|l| l.contains(&format!(" {c} ")) || l.contains(&format!("▶{c} ")))
+        };
+        row("a") && row("b")
     });
     term.send("p");
     // Each shard is paused, by a command from its commands file.

@@ -29,6 +29,10 @@ pub(super) enum Flow {
 /// (memory another process is still releasing) before it fails.
 const WAIT_FOR_FREE: Duration = Duration::from_secs(20);
 
+/// How long a server's unexplained death waits for a stop of the sweep that
+/// may have caused it (signals reach the two processes a moment apart).
+const QUIT_GRACE: Duration = Duration::from_millis(1500);
+
 impl Engine {
     /// Run the sweep to the end (or until asked to quit).
     pub async fn run(self) -> Result<Outcome, EngineError> {
@@ -404,6 +408,8 @@ impl Lane {
             let mut live = match self.launch(config, index, total, attempt).await {
                 Ok(Some(live)) => live,
                 Ok(None) => return Ok(Flow::Quit),
+                // A launch the stop cut short is not the config's failure.
+                Err(_) if self.quitting() => return Ok(Flow::Quit),
                 Err(failure) if failure.source == FailureSource::Client => {
                     // Skipped by the user while the server was starting.
                     let cells: Vec<Cell> = remaining.drain(..).collect();
@@ -448,7 +454,21 @@ impl Lane {
                     break;
                 }
                 remaining.pop_front();
-                match self.run_cell(config, &cell, &mut live).await {
+                let end = self.run_cell(config, &cell, &mut live).await;
+                // Asked to stop meanwhile: a server that went down with the
+                // sweep (a batch scheduler's SIGTERM reaches both) or a cell
+                // cut short by it says nothing of the config; the cell stays
+                // unrecorded for a resume. A cell that finished whole counts.
+                let whole = matches!(&end, CellEnd::Done(r) if r.status != Status::Failed);
+                let stopped_with_us = match &end {
+                    CellEnd::ServerDied(_, f) => self.stopped_with_us(f).await,
+                    _ => self.quitting(),
+                };
+                if stopped_with_us && !whole {
+                    self.stop(config, &mut live.server).await;
+                    return Ok(Flow::Quit);
+                }
+                match end {
                     CellEnd::Done(r) | CellEnd::Skipped(r) => self.record(r)?,
                     CellEnd::SkipConfig(r) => {
                         self.record(r)?;
@@ -514,6 +534,30 @@ impl Lane {
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// Whether a server's death came with a stop of the sweep: a death with
+    /// no cause of its own (a clean exit, a signal) waits a moment for the
+    /// quit that a scheduler's signal to the sweep brings just after.
+    async fn stopped_with_us(&mut self, failure: &Failure) -> bool {
+        if failure.kind != FailureKind::ServerExited {
+            return self.quitting();
+        }
+        let grace = tokio::time::sleep(QUIT_GRACE);
+        tokio::pin!(grace);
+        loop {
+            if self.quitting() {
+                return true;
+            }
+            tokio::select! {
+                _ = &mut grace => return false,
+                changed = self.steer.changed() => {
+                    if changed.is_err() {
+                        return false;
+                    }
+                }
+            }
+        }
     }
 
     fn note_relaunch(&self, config: &Config, failure: &Failure, attempt: u32) {

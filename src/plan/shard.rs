@@ -76,7 +76,7 @@ pub fn config_costs(plan: &Plan) -> Vec<u64> {
     plan.configs
         .iter()
         .map(|c| {
-            let gpus = c.gpus.as_ref().map_or(1, |g| g.len().max(1)) as u64;
+            let gpus = c.gpus_wanted().unwrap_or(1).max(1) as u64;
             let cells = plan
                 .cells_of(&c.id)
                 .fold(0u64, |sum, cell| sum.saturating_add(cell_cost(plan, cell)));
