@@ -104,6 +104,10 @@ pub fn line(ev: &Event) -> Option<String> {
             skipped,
             ..
         } => format!("sweep finished: {ok} ok, {failed} failed, {skipped} skipped"),
+        // A reason that says how to go on is not told twice.
+        Event::SweepInterrupted { reason, .. } if reason.contains("--resume") => {
+            format!("sweep interrupted ({reason})")
+        }
         Event::SweepInterrupted { reason, .. } => {
             format!("sweep interrupted ({reason}); resume with --resume")
         }
