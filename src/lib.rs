@@ -17,7 +17,7 @@
 //! | 1 | [`load`] | the streaming client, exact-length prompts, per-request timings, per-cell metrics |
 //! | 1 | [`gpu`] | telemetry (NVML, simulated, none) on its own thread; per-cell GPU figures |
 //! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back; a sweep directory of shards read as one |
-//! | 2 | [`engine`] | the sweep, one file per step: loop, commands, preflight, launch, cell, outcome |
+//! | 2 | [`engine`] | the sweep, one file per step: loop (configs in lanes, side by side where a phase packs), placing configs on GPUs, commands, preflight, launch, cell, outcome |
 //! | 2 | [`control`] | the attach protocol over the run directory's socket, and its commands file for sweeps on other machines |
 //! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory |
 //! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, the HTML report and run comparisons, line progress: rendering [`view`] |
@@ -30,7 +30,8 @@
 //!
 //! `cli::run` parses the plan ([`plan::Plan`]: configs × cells with stable
 //! ids) and opens a run directory ([`store::RunDir`]). The [`engine`] walks the
-//! configs: preflight, launch the server (its log lines go through
+//! phases, placing each config on GPUs (one at a time, or side by side in a
+//! phase that packs), and per config: preflight, launch the server (its log lines go through
 //! [`detect::LogWatch`] as they are read), and for each cell drive
 //! [`load::run_cell`], which folds every finished request into
 //! [`load::CellStats`] and streams it to `requests/<cell>.jsonl`. The cell's

@@ -61,7 +61,7 @@ fn a_sweep_directory_is_watched_paused_and_stopped_from_the_keys() {
     )
     .arg("slurm")
     .arg(&plan)
-    .args(["--nodes", "2", "--run-arg=--no-gpu", "--out"])
+    .args(["--nodes", "2", "--run-arg=--sim-gpus=2", "--out"])
     .arg(&sweep);
     let out = run_with_deadline(c, Duration::from_secs(30));
     assert!(
@@ -112,6 +112,16 @@ fn a_sweep_directory_is_watched_paused_and_stopped_from_the_keys() {
         };
         row("a") && row("b")
     });
+    // One GPU panel, grouped by host: each shard's GPUs named with its node
+    // and owned by the config that shard runs.
+    term.wait_until(
+        Duration::from_secs(30),
+        "both hosts' GPUs, each its own config's",
+        |s| {
+            let owns = |c: &str, node: &str| s.contains(&format!("{c} · {node} Simulated H200"));
+            (owns("a", "node1") && owns("b", "node2")) || (owns("b", "node1") && owns("a", "node2"))
+        },
+    );
     term.send("p");
     // Each shard is paused, by a command from its commands file.
     wait_until(Duration::from_secs(30), "both shards to pause", || {

@@ -295,7 +295,15 @@ struct SweepTail {
     running: std::collections::HashMap<u32, String>,
     /// The shard whose config started last (what a skip is for).
     latest: Option<u32>,
+    /// The latest GPU sample of each host that runs a shard (from its
+    /// `gpu.jsonl`), shown as one panel grouped by host.
+    gpus: std::collections::BTreeMap<String, crate::model::GpuSnapshot>,
+    /// The shard of each config (how the plan was split).
+    shard_of: std::collections::HashMap<String, u32>,
 }
+
+/// How far back in a shard's `gpu.jsonl` a new viewer starts (its last samples).
+const GPU_TAIL: u64 = 64 << 10;
 
 const TAIL_POLL: Duration = Duration::from_millis(500);
 /// Most bytes read from one file per poll (a burst of log lines is cut).
@@ -309,7 +317,21 @@ impl SweepTail {
             offsets: Default::default(),
             running: Default::default(),
             latest: None,
+            gpus: Default::default(),
+            shard_of: Default::default(),
         };
+        if let (Ok(meta), Ok(plan)) = (
+            store::sweep::read_sweep(dir),
+            Plan::load(&dir.join(store::PLAN)),
+        ) {
+            let owners = plan.shard_of_configs(meta.shards);
+            t.shard_of = plan
+                .configs
+                .iter()
+                .map(|c| c.id.clone())
+                .zip(owners)
+                .collect();
+        }
         for (i, d) in store::sweep::shard_dirs(dir) {
             for ev in store::read_events(&d) {
                 t.note(i, &ev);
@@ -318,7 +340,11 @@ impl SweepTail {
                 let len = std::fs::metadata(&f).map_or(0, |m| m.len());
                 t.offsets.insert(f, len);
             }
+            let gpu = d.join(store::GPU);
+            let len = std::fs::metadata(&gpu).map_or(0, |m| m.len());
+            t.offsets.insert(gpu, len.saturating_sub(GPU_TAIL));
         }
+        t.poll_gpus();
         t
     }
 
@@ -366,7 +392,8 @@ impl SweepTail {
 
     /// What the shards wrote since the last poll, as events (log lines too).
     fn poll(&mut self) -> Vec<Event> {
-        let mut out = Vec::new();
+        // GPUs first: a config starting is numbered on the panel of its host.
+        let mut out: Vec<Event> = self.poll_gpus().into_iter().collect();
         for (i, d) in store::sweep::shard_dirs(&self.dir) {
             for line in self.new_lines(&d.join(store::EVENTS)) {
                 let Ok(ev) = serde_json::from_str::<Event>(&line) else {
@@ -382,7 +409,7 @@ impl SweepTail {
                     continue;
                 }
                 self.note(i, &ev);
-                out.push(ev);
+                out.push(self.on_merged_gpus(ev));
             }
             for f in self.files(&d).into_iter().skip(1) {
                 let Some(config) = f
@@ -403,6 +430,97 @@ impl SweepTail {
             }
         }
         out
+    }
+
+    /// Each shard's newest GPU sample (a partial first line after a jump to
+    /// the file's tail does not read, and is skipped); the hosts' GPUs as one
+    /// sample when any changed.
+    fn poll_gpus(&mut self) -> Option<Event> {
+        let mut changed = false;
+        for (i, d) in store::sweep::shard_dirs(&self.dir) {
+            let newest = self
+                .new_lines(&d.join(store::GPU))
+                .iter()
+                .rev()
+                .find_map(|l| serde_json::from_str::<crate::model::GpuSnapshot>(l).ok());
+            if let Some(snap) = newest {
+                let host = Self::host_of(i, &d);
+                if self.gpus.get(&host).is_none_or(|s| s.at_ms <= snap.at_ms) {
+                    self.gpus.insert(host, snap);
+                    changed = true;
+                }
+            }
+        }
+        changed
+            .then(|| self.merged_gpus().map(|snapshot| Event::Gpu { snapshot }))
+            .flatten()
+    }
+
+    fn host_of(shard: u32, dir: &Path) -> String {
+        store::sweep::read_heartbeat(dir).map_or_else(|| format!("shard {shard}"), |b| b.host)
+    }
+
+    /// Every host's GPUs as one sample, grouped by host (in host order), each
+    /// GPU numbered in that order and named with its host.
+    fn merged_gpus(&self) -> Option<crate::model::GpuSnapshot> {
+        let mut gpus = Vec::new();
+        for (host, snap) in &self.gpus {
+            for g in &snap.gpus {
+                let mut g = g.clone();
+                g.index = gpus.len() as u32;
+                g.name = format!("{host} {}", g.name);
+                gpus.push(g);
+            }
+        }
+        let first = self.gpus.values().next()?;
+        Some(crate::model::GpuSnapshot {
+            at_ms: self.gpus.values().map(|s| s.at_ms).max().unwrap_or(0),
+            status: first.status.clone(),
+            gpus,
+        })
+    }
+
+    /// A config starting: its GPUs renumbered as the merged panel numbers
+    /// those of the host its shard runs on.
+    fn on_merged_gpus(&self, ev: Event) -> Event {
+        let Event::ConfigStarting {
+            at,
+            config,
+            phase,
+            index,
+            total,
+            command,
+            attempt,
+            gpus,
+        } = ev
+        else {
+            return ev;
+        };
+        let host = self.shard_of.get(&config).and_then(|&i| {
+            store::sweep::read_heartbeat(&store::sweep::shard_dir(&self.dir, i)).map(|b| b.host)
+        });
+        let offset: Option<u32> = host.as_ref().and_then(|h| {
+            self.gpus.contains_key(h).then(|| {
+                self.gpus
+                    .range(..h.clone())
+                    .map(|(_, s)| s.gpus.len() as u32)
+                    .sum()
+            })
+        });
+        let gpus = match offset {
+            Some(o) => gpus.into_iter().map(|g| g + o).collect(),
+            None => gpus,
+        };
+        Event::ConfigStarting {
+            at,
+            config,
+            phase,
+            index,
+            total,
+            command,
+            attempt,
+            gpus,
+        }
     }
 
     /// How the sweep ended, once no shard runs or waits to: finished when
@@ -517,7 +635,7 @@ fn sweep_view(dir: &Path, view_args: &ViewArgs, headless: bool) -> Result<u8> {
     let setup = if headless {
         None
     } else {
-        Some(view_args.setup(false)?)
+        Some(view_args.setup(true)?)
     };
     let rt = super::runtime(1)?;
     rt.block_on(async move {
@@ -552,7 +670,10 @@ fn sweep_view(dir: &Path, view_args: &ViewArgs, headless: bool) -> Result<u8> {
             already_done: 0,
         });
         for ev in store::read_events(dir) {
-            view.apply(&ev);
+            view.apply(&tail.on_merged_gpus(ev));
+        }
+        if let Some(snapshot) = tail.merged_gpus() {
+            view.apply(&Event::Gpu { snapshot });
         }
         let mut results = store::read_results(dir).map_err(super::store_error)?;
         results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
