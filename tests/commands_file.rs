@@ -9,32 +9,17 @@ use std::time::Duration;
 
 use common::*;
 
-const PLAN: &str = r#"
-name = "cmdfile"
-[server]
-command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 15"
-port = "auto"
-stop_grace_s = 1
-[limits]
-context = 4096
-[[workloads]]
-id = "w"
-contexts = [64, 128, 256]
-concurrency = [1]
-requests = 4
-max_tokens = 12
-[[phases]]
-id = "p"
-matrix = { n = ["a", "b"] }
-"#;
-
 #[test]
 fn a_sweep_is_paused_and_stopped_through_its_commands_file() {
     let dir = scratch("cmdfile");
     let tag = format!("cmdfile-{}", std::process::id());
     let _cleanup = KillTagged(tag.clone());
     let plan = dir.join("plan.toml");
-    std::fs::write(&plan, PLAN).unwrap();
+    std::fs::write(
+        &plan,
+        two_config_plan("cmdfile", 15, &[64, 128, 256], 4, 12),
+    )
+    .unwrap();
     let run = dir.join("run");
     let mut cmd = headless_run(&tag, &plan, &run);
     let child = cmd

@@ -6,39 +6,11 @@
 mod common;
 mod pty;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
 use pty::Pty;
-
-const PLAN: &str = r#"
-name = "spread-pty"
-[server]
-command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 20"
-port = "auto"
-stop_grace_s = 1
-[limits]
-context = 4096
-[[workloads]]
-id = "w"
-contexts = [64, 128, 256, 512, 1024]
-concurrency = [1]
-requests = 4
-max_tokens = 30
-[[phases]]
-id = "p"
-matrix = { n = ["a", "b"] }
-"#;
-
-fn fake_sbatch(bin: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(bin).unwrap();
-    let p = bin.join("sbatch");
-    std::fs::write(&p, "#!/bin/sh\necho 77\n").unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 #[test]
 fn a_sweep_directory_is_watched_paused_and_stopped_from_the_keys() {
@@ -48,7 +20,11 @@ fn a_sweep_directory_is_watched_paused_and_stopped_from_the_keys() {
     let fake_bin = dir.join("bin");
     fake_sbatch(&fake_bin);
     let plan = dir.join("plan.toml");
-    std::fs::write(&plan, PLAN).unwrap();
+    std::fs::write(
+        &plan,
+        two_config_plan("spread-pty", 20, &[64, 128, 256, 512, 1024], 4, 30),
+    )
+    .unwrap();
     let sweep = dir.join("sweep");
     let mut c = sweeptop(&tag);
     c.env(

@@ -11,40 +11,6 @@ use std::time::Duration;
 
 use common::*;
 
-const PLAN: &str = r#"
-name = "spread"
-[server]
-command = "{sweeptop} sim-server --port {port} --startup-ms 50 --ttft-ms 5 --itl-ms 2"
-port = "auto"
-stop_grace_s = 1
-[limits]
-context = 4096
-[[workloads]]
-id = "w"
-contexts = [64, 128]
-concurrency = [1]
-requests = 2
-max_tokens = 8
-[[phases]]
-id = "p"
-matrix = { n = ["a", "b"] }
-"#;
-
-fn fake_sbatch(bin: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(bin).unwrap();
-    let p = bin.join("sbatch");
-    std::fs::write(
-        &p,
-        format!(
-            "#!/bin/sh\necho \"$@\" >> {}/sbatch.calls\necho 4242\n",
-            bin.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 fn cmd(tag: &str, bin: &Path, args: &[&str]) -> std::process::Command {
     let mut c = sweeptop(tag);
     let path = format!(
@@ -86,7 +52,7 @@ fn a_sweep_is_split_submitted_resumed_and_read_back_as_one() {
     let bin = dir.join("bin");
     fake_sbatch(&bin);
     let plan = dir.join("plan.toml");
-    std::fs::write(&plan, PLAN).unwrap();
+    std::fs::write(&plan, two_config_plan("spread", 2, &[64, 128], 2, 8)).unwrap();
     let sweep = dir.join("sweep");
     let s = sweep.to_str().unwrap();
     let p = plan.to_str().unwrap();

@@ -482,45 +482,19 @@ impl SweepTail {
 
     /// A config starting: its GPUs renumbered as the merged panel numbers
     /// those of the host its shard runs on.
-    fn on_merged_gpus(&self, ev: Event) -> Event {
-        let Event::ConfigStarting {
-            at,
-            config,
-            phase,
-            index,
-            total,
-            command,
-            attempt,
-            gpus,
-        } = ev
-        else {
-            return ev;
-        };
-        let host = self.shard_of.get(&config).and_then(|&i| {
-            store::sweep::read_heartbeat(&store::sweep::shard_dir(&self.dir, i)).map(|b| b.host)
-        });
-        let offset: Option<u32> = host.as_ref().and_then(|h| {
-            self.gpus.contains_key(h).then(|| {
-                self.gpus
-                    .range(..h.clone())
-                    .map(|(_, s)| s.gpus.len() as u32)
-                    .sum()
-            })
-        });
-        let gpus = match offset {
-            Some(o) => gpus.into_iter().map(|g| g + o).collect(),
-            None => gpus,
-        };
-        Event::ConfigStarting {
-            at,
-            config,
-            phase,
-            index,
-            total,
-            command,
-            attempt,
-            gpus,
+    fn on_merged_gpus(&self, mut ev: Event) -> Event {
+        if let Event::ConfigStarting { config, gpus, .. } = &mut ev {
+            let host = self.shard_of.get(config.as_str()).and_then(|&i| {
+                store::sweep::read_heartbeat(&store::sweep::shard_dir(&self.dir, i)).map(|b| b.host)
+            });
+            let offset: Option<u32> = host
+                .filter(|h| self.gpus.contains_key(h))
+                .map(|h| self.gpus.range(..h).map(|(_, s)| s.gpus.len() as u32).sum());
+            if let Some(o) = offset {
+                gpus.iter_mut().for_each(|g| *g += o);
+            }
         }
+        ev
     }
 
     /// How the sweep ended, once no shard runs or waits to: finished when

@@ -265,3 +265,53 @@ pub fn run_plan(dir: &Path, tag: &str, plan_text: &str, limit: Duration) -> (Pat
     );
     (out_dir, stdout)
 }
+
+/// A stand-in `sbatch` in `bin`: it records each call's arguments in
+/// `bin/sbatch.calls` and answers job id 4242, as `sbatch --parsable` does.
+pub fn fake_sbatch(bin: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(bin).unwrap();
+    let p = bin.join("sbatch");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> {}/sbatch.calls\necho 4242\n",
+            bin.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Two configs (`a`, `b`) of the simulated server, each running one cell per
+/// context with `requests` requests of `max_tokens` tokens `itl_ms` apart.
+pub fn two_config_plan(
+    name: &str,
+    itl_ms: u32,
+    contexts: &[u32],
+    requests: u32,
+    max_tokens: u32,
+) -> String {
+    let contexts: Vec<String> = contexts.iter().map(u32::to_string).collect();
+    format!(
+        r#"
+name = "{name}"
+[server]
+command = "{{sweeptop}} sim-server --port {{port}} --startup-ms 50 --ttft-ms 5 --itl-ms {itl_ms}"
+port = "auto"
+stop_grace_s = 1
+[limits]
+context = 4096
+[[workloads]]
+id = "w"
+contexts = [{}]
+concurrency = [1]
+requests = {requests}
+max_tokens = {max_tokens}
+[[phases]]
+id = "p"
+matrix = {{ n = ["a", "b"] }}
+"#,
+        contexts.join(", ")
+    )
+}
