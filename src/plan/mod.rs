@@ -1078,6 +1078,7 @@ fn build_config(
             vars: &IndexMap<String, (String, Range<usize>)>,
             id: &str,
             pid: &str,
+            picked_gpus: bool,
         ) -> Result<String, String> {
             if depth > 8 {
                 return Err("(variables refer to each other in a loop)".into());
@@ -1086,9 +1087,13 @@ fn build_config(
                 if template::RUNTIME.contains(&name) {
                     return Some(format!("{{{name}}}"));
                 }
-                // `{gpus}` is the plan's own when it defines one, else the
-                // GPUs picked at launch.
-                if name == "gpus" && combo.get(name).is_none() && !vars.contains_key(name) {
+                // `{gpus}` is the plan's own when it defines one, else (with
+                // `server.gpus`) the GPUs given at launch.
+                if name == "gpus"
+                    && picked_gpus
+                    && combo.get(name).is_none()
+                    && !vars.contains_key(name)
+                {
                     return Some("{gpus}".to_string());
                 }
                 match name {
@@ -1106,11 +1111,11 @@ fn build_config(
             })?;
             if out != text && out.contains('{') {
                 // Vars may contain placeholders themselves.
-                return go(&out, depth + 1, combo, vars, id, pid);
+                return go(&out, depth + 1, combo, vars, id, pid, picked_gpus);
             }
             Ok(out)
         }
-        go(text, 0, combo, &vars, &id, pid).map_err(|name| {
+        go(text, 0, combo, &vars, &id, pid, raw.server.gpus.is_some()).map_err(|name| {
             if name.starts_with('{') {
                 return ctx.err(
                     at.clone(),

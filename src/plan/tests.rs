@@ -248,6 +248,11 @@ fn server_gpus_and_pack() {
         assert!(e.message.contains("server.gpus"), "{bad}: {e}");
         assert!(e.line > 0, "{e}");
     }
+    // Without server.gpus, `{gpus}` is the plan's to define, as any placeholder.
+    let undefined = BASE.replace("vars = { gpus = \"0\" }", "");
+    assert!(err(&undefined)
+        .message
+        .contains("unresolved placeholder `{gpus}`"));
     // Both ways of naming GPUs at once is a contradiction.
     let both = auto.replace(
         "gpus = \"auto:{tp}\"",
