@@ -571,22 +571,11 @@ impl SweepTail {
                 running.iter().map(|&i| (i, cmd.clone())).collect()
             }
             (_, Some(target)) => {
-                let Ok(meta) = store::sweep::read_sweep(&self.dir) else {
-                    return Vec::new();
-                };
-                let Ok(plan) = Plan::load(&self.dir.join(store::PLAN)) else {
-                    return Vec::new();
-                };
-                let config = plan
-                    .cells
-                    .iter()
-                    .find(|c| c.id == target)
-                    .map_or(target.as_str(), |c| c.config.as_str());
-                let owners = plan.shard_of_configs(meta.shards);
-                plan.configs
-                    .iter()
-                    .position(|c| c.id == config)
-                    .map(|i| vec![(owners[i], cmd.clone())])
+                // A cell id is `<config>/…`.
+                let config = target.split('/').next().unwrap_or(&target);
+                self.shard_of
+                    .get(config)
+                    .map(|&i| vec![(i, cmd.clone())])
                     .unwrap_or_default()
             }
             // A skip of no config in particular: the shard whose config

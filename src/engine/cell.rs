@@ -103,7 +103,7 @@ impl Lane {
                 Ok(run) => run,
                 Err(end) => {
                     if let Some(g) = self.gpu() {
-                        g.end_cell(&cell.id, pgid, &active);
+                        g.end_cell(&cell.id, pgid);
                     }
                     return end;
                 }
@@ -126,7 +126,7 @@ impl Lane {
                 }
                 Err(f) => {
                     if let Some(g) = self.gpu() {
-                        g.end_cell(&cell.id, pgid, &active);
+                        g.end_cell(&cell.id, pgid);
                     }
                     return if health.died.is_some() {
                         CellEnd::ServerDied(failed(f.clone()), f)
@@ -138,7 +138,7 @@ impl Lane {
                 }
             }
         }
-        let gpu = self.gpu().map(|g| g.end_cell(&cell.id, pgid, &active));
+        let gpu = self.gpu().map(|g| g.end_cell(&cell.id, pgid));
         let all: Vec<Metrics> = kept.iter().map(|(m, _)| m.clone()).collect();
         let (mut metrics, mut warnings) = kept.swap_remove(Spread::median_index(&all));
         if let Some((mem, util)) = gpu {

@@ -241,6 +241,14 @@ impl Engine {
     }
 }
 
+impl Book {
+    /// `server.pid` lists the live servers.
+    fn record_servers(&self) -> Result<(), store::StoreError> {
+        let live: Vec<(u32, u64)> = self.lanes.iter().map(|l| (l.pgid, l.start)).collect();
+        self.run.record_servers(&live)
+    }
+}
+
 impl Core {
     /// The shared state; a lane that panicked while holding it leaves it
     /// consistent (every change is one statement), so it is used anyway.
@@ -296,21 +304,11 @@ impl Core {
                 pgid,
                 start,
             });
-            let cells: Vec<String> = book.beside.keys().cloned().collect();
-            for cell in cells {
-                let own = self
-                    .plan
-                    .cells
-                    .iter()
-                    .any(|c| c.id == cell && c.config == config);
-                if !own {
-                    if let Some(set) = book.beside.get_mut(&cell) {
-                        set.insert(config.to_string());
-                    }
-                }
+            // (A cell's own config is left out when it is recorded.)
+            for set in book.beside.values_mut() {
+                set.insert(config.to_string());
             }
-            let recorded: Vec<(u32, u64)> = book.lanes.iter().map(|l| (l.pgid, l.start)).collect();
-            book.run.record_servers(&recorded).err()
+            book.record_servers().err()
         };
         if let Some(e) = problem {
             self.notice(
@@ -323,8 +321,7 @@ impl Core {
     fn server_stopped(&self, config: &str) {
         let mut book = self.book();
         book.lanes.retain(|l| l.config != config);
-        let recorded: Vec<(u32, u64)> = book.lanes.iter().map(|l| (l.pgid, l.start)).collect();
-        let _ = book.run.record_servers(&recorded);
+        let _ = book.record_servers();
     }
 
     /// A cell starts: the configs live beside it now.

@@ -76,7 +76,7 @@ impl Core {
         {
             let mut book = self.book();
             if let Some(beside) = book.beside.remove(&record.cell) {
-                record.beside = beside.into_iter().collect();
+                record.beside = beside.into_iter().filter(|c| *c != record.config).collect();
                 if let Some(lane) = book.lanes.iter().find(|l| l.config == record.config) {
                     record.gpus = lane.gpus.clone();
                 }

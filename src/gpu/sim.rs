@@ -82,6 +82,14 @@ impl SimGpus {
         });
     }
 
+    /// Whether a cell is in flight on a running server.
+    pub fn busy(&self, server_pid: u32, busy: bool) {
+        let mut load = self.lock();
+        if let Some(s) = load.servers.iter_mut().find(|s| s.pid == server_pid) {
+            s.busy = busy;
+        }
+    }
+
     /// The server stopped: its GPUs empty.
     pub fn remove(&self, server_pid: u32) {
         self.lock().servers.retain(|s| s.pid != server_pid);

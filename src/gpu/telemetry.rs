@@ -136,7 +136,7 @@ impl Telemetry {
     /// those GPUs until [`Telemetry::end_cell`].
     pub fn begin_cell(&self, cell: &str, pgid: u32, gpus: &[u32]) {
         if let Some(sim) = &self.sim {
-            sim.set(pgid, gpus, true);
+            sim.busy(pgid, true);
         }
         if let Ok(mut s) = self.shared.lock() {
             s.cells
@@ -147,7 +147,7 @@ impl Telemetry {
     /// The cell ended: its peak memory and mean utilisation over the samples
     /// taken while it ran. A cell shorter than the sampling interval may have
     /// none: its figures are then null, never borrowed from another moment.
-    pub fn end_cell(&self, cell: &str, pgid: u32, gpus: &[u32]) -> (Option<u64>, Option<f64>) {
+    pub fn end_cell(&self, cell: &str, pgid: u32) -> (Option<u64>, Option<f64>) {
         let result = match self.shared.lock() {
             Ok(mut s) => match s.cells.remove(cell) {
                 Some(agg) => (agg.gpu_mem_peak_mib(), agg.gpu_util_mean()),
@@ -156,7 +156,7 @@ impl Telemetry {
             Err(_) => (None, None),
         };
         if let Some(sim) = &self.sim {
-            sim.set(pgid, gpus, false);
+            sim.busy(pgid, false);
         }
         result
     }

@@ -685,11 +685,8 @@ impl ViewState {
 
     /// The GPUs the running configs use (all when one does not say).
     pub fn active_gpus(&self) -> Option<Vec<u32>> {
-        let mut all: Vec<u32> = Vec::new();
-        for c in self.live_configs() {
-            all.extend(self.gpus_of(c));
-        }
         self.live_configs().next()?;
+        let mut all: Vec<u32> = self.live_configs().flat_map(|c| self.gpus_of(c)).collect();
         all.sort_unstable();
         all.dedup();
         Some(all)
