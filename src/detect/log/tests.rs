@@ -1,10 +1,14 @@
 use std::sync::Arc;
 
+use super::patterns::builtin_compiled;
+use super::table::{Meaning, PATTERNS};
 use super::*;
 use crate::detect::fixtures::{
     CPU_SIGILL_LOG, HEALTHY_LOG, LINES, LLAMA_CRASH_LOG, SGLANG_CRASH_LOG, TGI_CRASH_LOG,
     VLLM_CRASH_LOG,
 };
+use crate::detect::strip_ansi;
+use crate::model::FailureSource;
 
 fn watch() -> LogWatch {
     LogWatch::new(Arc::new(LogPatterns::builtin()))
