@@ -8,7 +8,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde::Deserialize;
 
-use super::conn::Pool;
+use hyper::body::Incoming;
+
+use super::conn::{Conn, Pool};
 use super::sse::SseParser;
 use crate::model::{RequestError, RequestRecord};
 use crate::plan::Api;
@@ -140,13 +142,12 @@ fn build_request(
     pool: &Pool,
     target: &Target,
     body: Bytes,
-) -> Result<hyper::Request<Full<Bytes>>, String> {
+) -> Result<hyper::Request<Full<Bytes>>, hyper::http::Error> {
     hyper::Request::post(format!("{}{}", pool.prefix, target.path()))
         .header(hyper::header::HOST, pool.authority())
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .header(hyper::header::ACCEPT, "text/event-stream")
         .body(Full::new(body))
-        .map_err(|e| format!("cannot build the request: {e}"))
 }
 
 /// A reused keep-alive connection the server had already closed: the request
@@ -162,41 +163,11 @@ async fn stream(
     progress: &Progress,
     rec: &mut RequestRecord,
 ) {
-    let connection_error = |message: String| Some(RequestError::Connection { message });
-    let (mut conn, mut reused) = match pool.take().await {
-        Some(c) => (c, true),
-        None => match pool.connect().await {
-            Ok(c) => (c, false),
-            Err(e) => {
-                rec.error = connection_error(e.to_string());
-                return;
-            }
-        },
-    };
-    let resp = loop {
-        let req = match build_request(pool, target, body.clone()) {
-            Ok(r) => r,
-            Err(m) => {
-                rec.error = Some(RequestError::Malformed { message: m });
-                return;
-            }
-        };
-        match conn.send(req).await {
-            Ok(r) => break r,
-            Err(e) if reused && stale(&e) => {
-                reused = false;
-                conn = match pool.connect().await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        rec.error = connection_error(e.to_string());
-                        return;
-                    }
-                };
-            }
-            Err(e) => {
-                rec.error = connection_error(error_chain(&e));
-                return;
-            }
+    let (conn, resp) = match send_request(pool, target, body).await {
+        Ok(sent) => sent,
+        Err(e) => {
+            rec.error = Some(e);
+            return;
         }
     };
     let status = resp.status().as_u16();
@@ -205,46 +176,105 @@ async fn stream(
         .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("event-stream"));
-    let mut body = resp.into_body();
-    if !(200..300).contains(&status) || !is_sse {
-        // Error bodies (and a JSON answer to a streaming request) are read whole,
-        // bounded, and handed to the classifier.
-        let mut text = Vec::new();
-        let mut clean = false;
-        loop {
-            match conn.drive(body.frame()).await {
-                Some(Ok(frame)) => {
-                    if let Ok(c) = frame.into_data() {
-                        let room = MAX_ERROR_BODY.saturating_sub(text.len());
-                        text.extend_from_slice(&c[..c.len().min(room)]);
-                    }
-                }
-                Some(Err(_)) => break,
-                None => {
-                    clean = true;
-                    break;
-                }
-            }
-        }
-        rec.end_ns = progress.now_ns();
-        if clean {
-            pool.put(conn);
-        }
-        let text = String::from_utf8_lossy(&text).into_owned();
-        rec.error = Some(if (200..300).contains(&status) {
-            if text.contains("\"error\"") {
-                RequestError::InStream { body: text }
-            } else {
-                RequestError::Malformed {
-                    message: format!("expected an event stream, got: {}", truncate(&text, 300)),
-                }
-            }
-        } else {
-            RequestError::Http { status, body: text }
-        });
-        return;
+    let body = resp.into_body();
+    if (200..300).contains(&status) && is_sse {
+        read_events(pool, conn, body, progress, rec).await;
+    } else {
+        read_refusal(pool, conn, body, status, progress, rec).await;
     }
+}
 
+/// Send the request on a kept-alive connection, or a new one when there is
+/// none or the kept one turns out closed.
+async fn send_request(
+    pool: &Pool,
+    target: &Target,
+    body: Bytes,
+) -> Result<(Conn, hyper::Response<Incoming>), RequestError> {
+    let connection_error = |message: String| RequestError::Connection { message };
+    let (mut conn, mut reused) = match pool.take().await {
+        Some(c) => (c, true),
+        None => (
+            pool.connect()
+                .await
+                .map_err(|e| connection_error(e.to_string()))?,
+            false,
+        ),
+    };
+    loop {
+        let req =
+            build_request(pool, target, body.clone()).map_err(|e| RequestError::Malformed {
+                message: format!("cannot build the request: {e}"),
+            })?;
+        match conn.send(req).await {
+            Ok(r) => return Ok((conn, r)),
+            Err(e) if reused && stale(&e) => {
+                reused = false;
+                conn = pool
+                    .connect()
+                    .await
+                    .map_err(|e| connection_error(e.to_string()))?;
+            }
+            Err(e) => return Err(connection_error(error_chain(&e))),
+        }
+    }
+}
+
+/// An error answer (or a JSON answer to a streaming request): read whole,
+/// bounded, and kept for the classifier.
+async fn read_refusal(
+    pool: &Pool,
+    mut conn: Conn,
+    mut body: Incoming,
+    status: u16,
+    progress: &Progress,
+    rec: &mut RequestRecord,
+) {
+    let mut text = Vec::new();
+    let mut clean = false;
+    loop {
+        match conn.drive(body.frame()).await {
+            Some(Ok(frame)) => {
+                if let Ok(c) = frame.into_data() {
+                    let room = MAX_ERROR_BODY.saturating_sub(text.len());
+                    text.extend_from_slice(&c[..c.len().min(room)]);
+                }
+            }
+            Some(Err(_)) => break,
+            None => {
+                clean = true;
+                break;
+            }
+        }
+    }
+    rec.end_ns = progress.now_ns();
+    if clean {
+        pool.put(conn);
+    }
+    let text = String::from_utf8_lossy(&text).into_owned();
+    rec.error = Some(if (200..300).contains(&status) {
+        if text.contains("\"error\"") {
+            RequestError::InStream { body: text }
+        } else {
+            RequestError::Malformed {
+                message: format!("expected an event stream, got: {}", truncate(&text, 300)),
+            }
+        }
+    } else {
+        RequestError::Http { status, body: text }
+    });
+}
+
+/// The event stream: each event timed as its chunk arrives and folded into
+/// the record, to `[DONE]` (the connection kept for the next request when
+/// the body ends cleanly).
+async fn read_events(
+    pool: &Pool,
+    mut conn: Conn,
+    mut body: Incoming,
+    progress: &Progress,
+    rec: &mut RequestRecord,
+) {
     let mut parser = SseParser::new();
     let mut done = false;
     loop {
@@ -255,7 +285,9 @@ async fn stream(
             },
             None => break,
             Some(Err(e)) => {
-                rec.error = connection_error(error_chain(&e));
+                rec.error = Some(RequestError::Connection {
+                    message: error_chain(&e),
+                });
                 return;
             }
         };
