@@ -1,16 +1,22 @@
 //! `sweeptop loadtest URL`: one cell against a server that is already running,
-//! measured as a sweep measures its cells, with the same metric names.
+//! measured by the same cell pipeline as a sweep's cells (a cold cell: the
+//! prefix cache flushed first where the server allows), with the same metric
+//! names and warnings.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{user, Context, Result};
-use crate::load::{self, Arrival, CellLoad, Target};
+use crate::engine::cell::{self, About, CellSpec, GpuFigures, Host, Judged, Measurement, Session};
+use crate::load::{self, CellRun, Target};
 use crate::model::text::display;
-use crate::model::RequestRecord;
-use crate::plan::Api;
+use crate::model::{Failure, Level};
+use crate::plan::{
+    Api, Cache, ContextLimit, ForeignGpu, Limits, Overflow, ServerKind, ShortRequests, Workload,
+};
+use crate::store::{RequestsWriter, StoreError};
 use crate::view::text::metric_lines;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -86,14 +92,103 @@ fn seconds(s: &str) -> std::result::Result<f64, String> {
         .ok_or_else(|| format!("`{s}` is not a number of seconds above 0 and at most {max}"))
 }
 
+/// The prompt a lone cell is made of.
+const PROMPT: &str = "builtin:code";
+
+/// What the flags ask of the one cell: a cold workload of the built-in
+/// prompt, sent whatever the context (a lone cell fails on nothing but a
+/// dead server or no tokens; its warnings are printed).
+fn workload(args: &LoadtestArgs) -> Workload {
+    Workload {
+        id: "loadtest".into(),
+        prompt: PROMPT.into(),
+        contexts: vec![args.prompt_tokens],
+        concurrency: vec![args.concurrency.max(1)],
+        requests: args.requests,
+        max_tokens: args.max_tokens,
+        warmup: args.warmup,
+        repeats: 1,
+        rate: args.rate,
+        duration_s: args.duration,
+        overflow: Overflow::Send,
+        cache: Cache::Cold,
+        prompt_at: (0, 0),
+    }
+}
+
+fn limits(args: &LoadtestArgs) -> Limits {
+    Limits {
+        context: ContextLimit::Server,
+        context_margin: 0,
+        request_timeout_s: args.request_timeout,
+        stall_timeout_s: args.request_timeout,
+        cell_timeout_s: crate::plan::MAX_SECONDS,
+        max_error_rate: 1.0,
+        short_requests: ShortRequests::Flag,
+        max_ttft_gap_ms: crate::plan::DEFAULT_MAX_TTFT_GAP_MS,
+        max_cold_cache_hit_pct: crate::plan::DEFAULT_MAX_COLD_CACHE_HIT_PCT,
+        max_spread_pct: crate::plan::DEFAULT_MAX_SPREAD_PCT,
+        foreign_gpu: ForeignGpu::Warn,
+    }
+}
+
+/// A lone cell's side of the pipeline: warnings as they come on stderr,
+/// notes printed with the figures, the raw records to `--records`.
+struct Lone {
+    records: Option<RequestsWriter>,
+    finished: Option<std::result::Result<PathBuf, StoreError>>,
+    notes: Vec<String>,
+}
+
+impl Host for Lone {
+    type Stop = std::convert::Infallible;
+
+    fn notice(&mut self, level: Level, _about: About, message: String) {
+        match level {
+            Level::Info => self.notes.push(message),
+            _ => eprintln!("warning: {}", display(&message)),
+        }
+    }
+
+    fn records(&mut self, _repetition: u32) -> Option<RequestsWriter> {
+        self.records.take()
+    }
+
+    fn records_done(&mut self, writer: RequestsWriter) {
+        self.finished = Some(writer.finish());
+    }
+
+    async fn watch<F: Future<Output = CellRun>>(
+        &mut self,
+        requests: F,
+    ) -> std::result::Result<CellRun, Self::Stop> {
+        Ok(requests.await)
+    }
+
+    fn died(&mut self) -> Option<Failure> {
+        None
+    }
+
+    fn logged_acceptance(&mut self) -> Vec<f64> {
+        Vec::new()
+    }
+
+    fn measuring(&mut self) {}
+
+    fn measured(&mut self) -> Option<GpuFigures> {
+        None
+    }
+}
+
 pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
     let base = args.url.trim_end_matches('/').to_string();
     // A URL the client cannot use is refused before anything is sent.
-    let pool = Arc::new(load::Pool::new(&base).map_err(|e| user(e.to_string()))?);
+    load::Pool::new(&base).map_err(user)?;
     let rt = super::runtime(2)?;
     rt.block_on(async move {
         let probe = load::http_client();
-        let about = load::about(&probe, &base, crate::plan::ServerKind::Openai.preset()).await;
+        let preset = ServerKind::Openai.preset();
+        let about = load::about(&probe, &base, preset).await;
         let (listed, limit) = (about.model, about.context);
         let model = args
             .model
@@ -109,121 +204,117 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             },
             model,
         };
-        let instruction = crate::plan::builtin_prompt("code").unwrap_or_default();
-        let (measure, notice) =
-            load::tokenizer::Measure::choose(&probe, &target, args.tokenizer.as_deref()).await;
-        if let Some(n) = notice {
-            eprintln!("warning: {n}");
-        }
-        let (tags, notice) = load::tags::Tags::calibrate(&measure).await;
-        if let Some(n) = notice {
-            eprintln!("warning: {n}");
-        }
-        let (body, measured, error) = measure.fit(instruction, args.prompt_tokens, &tags).await;
-        if let Some(e) = error {
-            eprintln!("warning: {e}; the prompt length is estimated");
-        }
-        let cell = CellLoad {
-            arrival: match args.rate {
-                Some(rate) => Arrival::Poisson { rate, capped: true },
-                None => Arrival::Closed,
-            },
-            concurrency: args.concurrency.max(1),
-            requests: args.requests,
-            duration: args.duration.map(Duration::from_secs_f64),
-            warmup: args.warmup,
-            max_tokens: args.max_tokens,
-            prompts: Arc::new(vec![body]),
-            tags,
-            request_timeout: Duration::from_secs_f64(args.request_timeout),
-            stall_timeout: Duration::from_secs_f64(args.request_timeout),
-        };
-        let seq = AtomicU64::new(0);
-        let mut writer = match &args.records {
+        let mut session = Session::new(
+            target.clone(),
+            limit,
+            probe,
+            Arc::new(AtomicU64::new(0)),
+            preset.flush,
+            args.tokenizer.clone(),
+        );
+        let records = match &args.records {
             Some(p) => Some(
-                crate::store::RequestsWriter::create(p.clone())
-                    .map_err(|e| user(format!("--records: {e}")))?,
+                RequestsWriter::create(p.clone()).map_err(|e| user(format!("--records: {e}")))?,
             ),
             None => None,
         };
-        let mut sink = |r: &RequestRecord| {
-            if let Some(w) = writer.as_mut() {
-                w.write(r);
-            }
+        let mut lone = Lone {
+            records,
+            finished: None,
+            notes: Vec::new(),
         };
-        let run = load::run_cell(&pool, &target, &cell, &seq, &mut sink, Some(&probe)).await;
-        if let Some(w) = writer.take() {
-            let p = w
-                .finish()
-                .context(|| "cannot finish the request records".into())?;
+        let (workload, limits) = (workload(&args), limits(&args));
+        let spec = CellSpec {
+            context_tokens: args.prompt_tokens,
+            concurrency: args.concurrency.max(1),
+            workload: &workload,
+            limits: &limits,
+        };
+        let (measurement, measured) = match cell::run(&mut lone, &mut session, &spec).await {
+            Judged::Ok {
+                best,
+                prompt_tokens,
+                ..
+            } => (best, prompt_tokens),
+            Judged::Failed {
+                measurement,
+                prompt_tokens,
+                ..
+            } => (measurement, prompt_tokens),
+            Judged::NotRun(f) => return Err(user(f.message)),
+            Judged::Stopped(never) => match never {},
+        };
+        if let Some(done) = lone.finished.take() {
+            let p = done.context(|| "cannot finish the request records".into())?;
             eprintln!("request records: {}", p.display());
         }
-        let mut metrics = run.stats.metrics(run.wall_ns);
-        let mut notes = Vec::new();
-        match run.server_figures() {
-            Some(Ok(f)) => f.fill(&mut metrics),
-            Some(Err(why)) => notes.push(why),
-            None => notes.push("the server has no /metrics page: no server-side figures".into()),
-        }
-        let errors: Vec<String> = run
-            .stats
-            .errors
-            .iter()
-            .map(|e| crate::detect::request_failure(e).message)
-            .take(5)
-            .collect();
-        // A plan's defaults: a lone cell is cold, with nothing to fail on.
-        let checks = crate::detect::Checks {
-            max_error_rate: 1.0,
-            fail_short: false,
-            context_limit: limit,
-            max_ttft_gap_ms: crate::plan::DEFAULT_MAX_TTFT_GAP_MS,
-            max_cold_cache_hit_pct: Some(crate::plan::DEFAULT_MAX_COLD_CACHE_HIT_PCT),
-        };
-        let warnings = crate::detect::warnings(&run, &metrics, &checks);
-        if args.json {
-            let mut v = serde_json::to_value(&metrics)?;
-            v["prompt_tokens_target"] = args.prompt_tokens.into();
-            v["prompt_tokens_measured"] = measured.into();
-            v["context_limit"] = limit.into();
-            v["errors"] = errors.into();
-            v["ttft_gap_ms"] = metrics.ttft_gap_ms().into();
-            v["warnings"] = serde_json::to_value(&warnings)?;
-            v["notes"] = notes.clone().into();
-            super::print(&format!("{}\n", crate::model::text::to_json_pretty(&v)?))?;
-        } else {
-            let mut text = format!(
-                "{}{} model {}\nprompt target {} tokens, measured {measured}\n",
-                target.url(),
-                if args.chat { " (chat)" } else { "" },
-                target.model,
-                args.prompt_tokens
-            );
-            // What a lone cell cannot measure (GPU figures, acceptance
-            // length without speculative decoding) is left out.
-            for (name, value) in metric_lines(&metrics, false) {
-                text.push_str(&format!("{name:<20} {value}\n"));
-            }
-            if let Some(gap) = metrics.ttft_gap_ms() {
-                text.push_str(&format!("{:<20} {gap:+.2} ms\n", "TTFT client-server"));
-            }
-            for w in &warnings {
-                text.push_str(&format!("warning: {}\n", display(&w.message)));
-            }
-            for n in &notes {
-                text.push_str(&format!("note: {}\n", display(n)));
-            }
-            for e in &errors {
-                text.push_str(&format!("error: {}\n", display(&e.to_string())));
-            }
-            super::print(&text)?;
-        }
-        Ok(
-            if metrics.failed_requests == 0 && metrics.output_tokens > 0 {
-                0
-            } else {
-                1
-            },
-        )
+        report(&args, &target, limit, measured, &measurement, &lone.notes)
     })
+}
+
+/// Print the cell's figures (JSON with `--json`); exit 1 when a request
+/// failed or no token came.
+fn report(
+    args: &LoadtestArgs,
+    target: &Target,
+    limit: Option<u64>,
+    measured: u64,
+    measurement: &Measurement,
+    notes: &[String],
+) -> Result<u8> {
+    let Measurement {
+        metrics, warnings, ..
+    } = measurement;
+    let errors: Vec<String> = measurement
+        .run
+        .stats
+        .errors
+        .iter()
+        .map(|e| crate::detect::request_failure(e).message)
+        .take(5)
+        .collect();
+    if args.json {
+        let mut v = serde_json::to_value(metrics)?;
+        v["prompt_tokens_target"] = args.prompt_tokens.into();
+        v["prompt_tokens_measured"] = measured.into();
+        v["context_limit"] = limit.into();
+        v["errors"] = errors.into();
+        v["ttft_gap_ms"] = metrics.ttft_gap_ms().into();
+        v["warnings"] = serde_json::to_value(warnings)?;
+        v["notes"] = notes.to_vec().into();
+        super::print(&format!("{}\n", crate::model::text::to_json_pretty(&v)?))?;
+    } else {
+        let mut text = format!(
+            "{}{} model {}\nprompt target {} tokens, measured {measured}\n",
+            target.url(),
+            if args.chat { " (chat)" } else { "" },
+            target.model,
+            args.prompt_tokens
+        );
+        // What a lone cell cannot measure (GPU figures, acceptance
+        // length without speculative decoding) is left out.
+        for (name, value) in metric_lines(metrics, false) {
+            text.push_str(&format!("{name:<20} {value}\n"));
+        }
+        if let Some(gap) = metrics.ttft_gap_ms() {
+            text.push_str(&format!("{:<20} {gap:+.2} ms\n", "TTFT client-server"));
+        }
+        for w in warnings {
+            text.push_str(&format!("warning: {}\n", display(&w.message)));
+        }
+        for n in notes {
+            text.push_str(&format!("note: {}\n", display(n)));
+        }
+        for e in &errors {
+            text.push_str(&format!("error: {}\n", display(e)));
+        }
+        super::print(&text)?;
+    }
+    Ok(
+        if metrics.failed_requests == 0 && metrics.output_tokens > 0 {
+            0
+        } else {
+            1
+        },
+    )
 }

@@ -124,8 +124,8 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// A mistake of the user's, in a sentence that says what to do about it.
-pub fn user(message: impl Into<String>) -> Error {
-    Error::User(message.into())
+pub fn user(message: impl std::fmt::Display) -> Error {
+    Error::User(message.to_string())
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
@@ -343,6 +343,7 @@ mod tests {
         assert!("jump"
             .parse::<crate::model::Command>()
             .unwrap_err()
+            .to_string()
             .contains(forms));
     }
 }

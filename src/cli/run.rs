@@ -179,16 +179,7 @@ fn sweep(
 ) -> Result<u8> {
     let demo = matches!(source, Source::Demo);
     if args.detach {
-        let dir = match (&source, &args.out) {
-            (Source::Resume(d), _) => d.clone(),
-            (_, Some(d)) => d.clone(),
-            _ => store::default_dir(&new_plan(&source)?.name),
-        };
-        if !matches!(source, Source::Resume(_)) {
-            // Refused here, before the background sweep's log is written into it.
-            store::check_new_run_dir(&dir).map_err(super::store_error)?;
-        }
-        return detach(&dir);
+        return detach_sweep(&source, &args);
     }
     let headless = args.headless || !std::io::stdout().is_terminal();
     // The dashboard's settings come first: a bad keys or theme file is an error
@@ -221,94 +212,116 @@ fn sweep(
         total_cells: plan.cells.len(),
         ..seed
     };
+    let opts = Options {
+        sweeptop_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sweeptop")),
+        gpu: args.gpu.source(demo),
+        gpu_interval: Duration::from_millis(args.gpu.gpu_interval_ms),
+        retry,
+    };
     let rt = super::runtime(2)?;
-    rt.block_on(async move {
-        let bus = Bus::new();
-        let (tx, rx) = mpsc::channel::<Request>(64);
-        // The control socket lets other terminals attach; it also guards the run
-        // directory against a second sweep.
-        let run_path = run_dir.path.clone();
-        let listener = crate::control::bind(&run_path)
-            .await
-            .context(|| format!("cannot open the control socket in {}", run_path.display()))?;
-        let _control = crate::control::serve(
-            listener,
-            &run_path,
-            &plan.name,
-            &bus,
-            tx.clone(),
-            store::read_events(&run_path),
-        );
-        // Commands appended to commands.jsonl (another machine's `attach`),
-        // and a heartbeat that says this sweep is alive to readers elsewhere.
-        let _commands_file = crate::control::file::follow_commands(&run_path, tx.clone());
-        let heartbeat = spawn_heartbeat(run_path.clone());
-        let mut dashboard = None;
-        if let Some(setup) = setup {
-            match crate::tui::Dashboard::start(
-                seed,
-                run_path.clone(),
-                &bus,
-                tx.clone(),
-                setup,
-                false,
-            ) {
-                Ok(d) => dashboard = Some(d),
-                Err(e) => eprintln!("(no dashboard: {e}; showing line progress)"),
-            }
+    rt.block_on(drive(plan, run_dir, setup.map(|s| (s, seed)), opts))
+}
+
+/// `--detach`: the sweep in the background, in the run directory it will
+/// use (a new one refused here, before the background sweep's log is
+/// written into it).
+fn detach_sweep(source: &Source, args: &Common) -> Result<u8> {
+    let dir = match (source, &args.out) {
+        (Source::Resume(d), _) => d.clone(),
+        (_, Some(d)) => d.clone(),
+        _ => store::default_dir(&new_plan(source)?.name),
+    };
+    if !matches!(source, Source::Resume(_)) {
+        store::check_new_run_dir(&dir).map_err(super::store_error)?;
+    }
+    detach(&dir)
+}
+
+/// Run the sweep with what watches and steers it: the control socket, the
+/// commands file, the heartbeat, the signals, and the dashboard (`view`) or
+/// line progress.
+async fn drive(
+    plan: Arc<Plan>,
+    run_dir: store::RunDir,
+    view: Option<(crate::tui::Setup, ViewState)>,
+    opts: Options,
+) -> Result<u8> {
+    let bus = Bus::new();
+    let (tx, rx) = mpsc::channel::<Request>(64);
+    // The control socket lets other terminals attach; it also guards the run
+    // directory against a second sweep.
+    let run_path = run_dir.path.clone();
+    let listener = crate::control::bind(&run_path)
+        .await
+        .context(|| format!("cannot open the control socket in {}", run_path.display()))?;
+    let _control = crate::control::serve(
+        listener,
+        &run_path,
+        &plan.name,
+        &bus,
+        tx.clone(),
+        store::read_events(&run_path),
+    );
+    // Commands appended to commands.jsonl (another machine's `attach`),
+    // and a heartbeat that says this sweep is alive to readers elsewhere.
+    let _commands_file = crate::control::file::follow_commands(&run_path, tx.clone());
+    let heartbeat = spawn_heartbeat(run_path.clone());
+    let mut dashboard = None;
+    if let Some((setup, seed)) = view {
+        match crate::tui::Dashboard::start(seed, run_path.clone(), &bus, tx.clone(), setup, false) {
+            Ok(d) => dashboard = Some(d),
+            Err(e) => eprintln!("(no dashboard: {e}; showing line progress)"),
         }
-        spawn_signal_handlers(tx.clone(), dashboard.as_ref().map(|d| d.closer()));
-        let printer = dashboard
-            .is_none()
-            .then(|| tokio::spawn(crate::headless::print(bus.events.subscribe())));
-        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sweeptop"));
-        let engine = Engine::new(
-            plan,
-            run_dir,
-            bus.clone(),
-            rx,
-            Options {
-                sweeptop_exe: exe,
-                gpu: args.gpu.source(demo),
-                gpu_interval: Duration::from_millis(args.gpu.gpu_interval_ms),
-                retry,
-            },
-        );
-        let outcome = match engine {
-            Ok(engine) => engine.run().await,
-            Err(e) => Err(e),
-        };
-        drop(bus);
-        if let Some(p) = printer {
-            let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
-        }
-        if let Some(mut d) = dashboard {
-            // After a finished sweep the dashboard stays until the user leaves it.
-            d.engine_done();
-            let detached = d.detached.clone();
-            let _ = tokio::task::spawn_blocking(move || d.join()).await;
-            if !detached.load(Ordering::SeqCst) {
-                let _ = match &outcome {
-                    Ok(Outcome::Finished) => super::print(&format!(
-                        "sweep finished; results in {}\n",
-                        run_path.display()
-                    )),
-                    Ok(Outcome::Interrupted) => super::print(&format!(
-                        "sweep interrupted; continue it with: sweeptop run --resume {}\n",
-                        run_path.display()
-                    )),
-                    Err(_) => Ok(()),
-                };
-            }
-        }
-        drop(tx);
-        heartbeat.abort();
-        match outcome {
-            Ok(Outcome::Finished) => Ok(0),
-            Ok(Outcome::Interrupted) => Ok(EXIT_INTERRUPTED),
-            Err(e) => Err(e.into()),
-        }
-    })
+    }
+    spawn_signal_handlers(tx.clone(), dashboard.as_ref().map(|d| d.closer()));
+    let printer = dashboard
+        .is_none()
+        .then(|| tokio::spawn(crate::headless::print(bus.events.subscribe())));
+    let outcome = match Engine::new(plan, run_dir, bus.clone(), rx, opts) {
+        Ok(engine) => engine.run().await,
+        Err(e) => Err(e),
+    };
+    drop(bus);
+    if let Some(p) = printer {
+        let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
+    }
+    if let Some(d) = dashboard {
+        dashboard_done(d, &outcome, &run_path).await;
+    }
+    drop(tx);
+    heartbeat.abort();
+    match outcome {
+        Ok(Outcome::Finished) => Ok(0),
+        Ok(Outcome::Interrupted) => Ok(EXIT_INTERRUPTED),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// After a finished sweep the dashboard stays until the user leaves it;
+/// then, unless they detached, one line says where the results are or how
+/// to continue.
+async fn dashboard_done(
+    mut d: crate::tui::Dashboard,
+    outcome: &std::result::Result<Outcome, crate::engine::EngineError>,
+    run_path: &Path,
+) {
+    d.engine_done();
+    let detached = d.detached.clone();
+    let _ = tokio::task::spawn_blocking(move || d.join()).await;
+    if detached.load(Ordering::SeqCst) {
+        return;
+    }
+    let _ = match outcome {
+        Ok(Outcome::Finished) => super::print(&format!(
+            "sweep finished; results in {}\n",
+            run_path.display()
+        )),
+        Ok(Outcome::Interrupted) => super::print(&format!(
+            "sweep interrupted; continue it with: sweeptop run --resume {}\n",
+            run_path.display()
+        )),
+        Err(_) => Ok(()),
+    };
 }
 
 /// Rewrite the run's heartbeat every few seconds (its host, pid and Slurm

@@ -156,7 +156,7 @@ proptest! {
         prop_assert_eq!(typed.parse::<Command>(), Ok(c));
         // Any text is a command or an error of bounded size.
         if let Err(e) = text.parse::<Command>() {
-            prop_assert!(e.chars().count() < 300);
+            prop_assert!(e.to_string().chars().count() < 300);
         }
     }
 
@@ -175,6 +175,7 @@ proptest! {
         let problem = target_problem(&plan, &c);
         prop_assert_eq!(problem.is_some(), named.is_some() && !known);
         if let Some(p) = problem {
+            let p = p.to_string();
             prop_assert!(p.chars().count() < 600, "{}", p.len());
         }
     }

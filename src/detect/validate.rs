@@ -1,8 +1,9 @@
 //! The one place that decides whether a cell is `ok`: only with real tokens from
 //! a server that stayed alive, and requests that succeeded.
 
+use std::time::Duration;
+
 use super::{classify_http, classify_stream_error};
-use crate::load::CellRun;
 use crate::model::{
     thousands, ContextNumbers, Failure, FailureKind, FailureSource, Metrics, RequestError,
 };
@@ -13,9 +14,32 @@ pub struct ServerHealth {
     pub died: Option<Failure>,
 }
 
-/// What a cell's figures are judged against (the plan's limits).
+/// What a cell's requests came to: its metrics, and what they leave out.
+pub struct Measured<'a> {
+    pub metrics: &'a Metrics,
+    /// The failed requests' errors (the first few, and the first of each kind).
+    pub errors: &'a [RequestError],
+    /// Tokens returned by the first few short requests.
+    pub short_examples: &'a [u64],
+    /// Requests were in flight and no token arrived for a stall timeout.
+    pub stall: Option<Stall>,
+}
+
+/// A cell whose requests stopped streaming.
+#[derive(Debug, Clone, Copy)]
+pub struct Stall {
+    /// How long nothing arrived.
+    pub idle: Duration,
+    /// Requests in flight when the cell was given up.
+    pub in_flight: u64,
+}
+
+/// What a cell's figures are judged against (the plan's limits, and what it
+/// asked of each request).
 #[derive(Debug, Clone, Copy)]
 pub struct Checks {
+    /// `max_tokens` of every request.
+    pub max_tokens: u32,
     pub max_error_rate: f64,
     /// Short outputs fail the cell (else they are its first warning).
     pub fail_short: bool,
@@ -32,34 +56,33 @@ pub struct Checks {
 /// outputs, a client TTFT far from the server's, cold prompts that hit the
 /// cache.
 pub fn validate(
-    run: &CellRun,
-    metrics: &Metrics,
+    measured: &Measured,
     health: &ServerHealth,
     checks: &Checks,
 ) -> Result<Vec<Failure>, Failure> {
     let Checks {
         max_error_rate,
         fail_short,
-        context_limit,
         ..
     } = *checks;
+    let metrics = measured.metrics;
     if let Some(f) = &health.died {
         return Err(f.clone());
     }
-    if let Some(idle) = run.stalled_for {
+    if let Some(stall) = measured.stall {
         return Err(Failure::new(FailureKind::Stalled, FailureSource::Client, format!(
                 "no token arrived for {:.1} s with {} request(s) in flight ({} requests finished before, {} of them ok)",
-                idle.as_secs_f64(),
-                run.in_flight,
-                run.stats.requests,
-                run.stats.ok()
+                stall.idle.as_secs_f64(),
+                stall.in_flight,
+                metrics.requests,
+                metrics.requests - metrics.failed_requests
             )));
     }
     let total = metrics.requests.max(1);
     if metrics.failed_requests > 0 && metrics.failed_requests as f64 / total as f64 > max_error_rate
     {
         // A context overflow explains a cell better than whatever followed it.
-        let failures: Vec<Failure> = run.stats.errors.iter().map(request_failure).collect();
+        let failures: Vec<Failure> = measured.errors.iter().map(request_failure).collect();
         let mut chosen = failures
             .iter()
             .find(|f| f.kind == FailureKind::ContextOverflow)
@@ -74,7 +97,7 @@ pub fn validate(
         );
         return Err(chosen);
     }
-    let short = short_output(run, metrics, context_limit);
+    let short = short_output(measured, checks);
     if let Some(short) = short.clone().filter(|_| fail_short) {
         return Err(short);
     }
@@ -86,13 +109,10 @@ pub fn validate(
 
 /// What a cell's numbers must be read with, most important first: short
 /// outputs, a client TTFT far from the server's, cold prompts that hit the
-/// cache. [`validate`] returns these for an ok cell; `loadtest` prints them.
-pub fn warnings(run: &CellRun, metrics: &Metrics, checks: &Checks) -> Vec<Failure> {
-    read_with(
-        short_output(run, metrics, checks.context_limit),
-        metrics,
-        checks,
-    )
+/// cache. [`validate`] returns these for an ok cell; a failed one has them
+/// too (`loadtest` prints them whatever the verdict).
+pub fn warnings(measured: &Measured, checks: &Checks) -> Vec<Failure> {
+    read_with(short_output(measured, checks), measured.metrics, checks)
 }
 
 fn read_with(short: Option<Failure>, metrics: &Metrics, checks: &Checks) -> Vec<Failure> {
@@ -151,16 +171,13 @@ pub fn cache_hit(metrics: &Metrics, max_pct: f64) -> Option<Failure> {
 /// is known and the longest prompt plus `max_tokens` exceeds it, that is
 /// named as the reason and its numbers kept (vLLM, for one, lowers
 /// `max_tokens` silently to what the context has left).
-pub fn short_output(
-    run: &CellRun,
-    metrics: &Metrics,
-    context_limit: Option<u64>,
-) -> Option<Failure> {
+pub fn short_output(measured: &Measured, checks: &Checks) -> Option<Failure> {
+    let metrics = measured.metrics;
     if metrics.short_requests == 0 {
         return None;
     }
     let ok = metrics.requests - metrics.failed_requests;
-    let asked = run.stats.max_tokens;
+    let asked = checks.max_tokens;
     let tokens = match metrics.output_tokens_asked {
         Some(total) => format!(
             "{} of {} tokens",
@@ -169,12 +186,7 @@ pub fn short_output(
         ),
         None => format!("{} tokens", thousands(metrics.output_tokens)),
     };
-    let examples: Vec<String> = run
-        .stats
-        .short_examples
-        .iter()
-        .map(u64::to_string)
-        .collect();
+    let examples: Vec<String> = measured.short_examples.iter().map(u64::to_string).collect();
     let mut message =
         format!(
         "{} of {ok} requests returned fewer tokens than the {asked} asked ({}{}; {tokens} in all)",
@@ -183,7 +195,7 @@ pub fn short_output(
         if metrics.short_requests as usize > examples.len() { ", …" } else { "" },
     );
     let prompt = metrics.prompt_tokens_max;
-    let context = match (context_limit, prompt) {
+    let context = match (checks.context_limit, prompt) {
         (Some(limit), Some(p)) if p + u64::from(asked) > limit => {
             message.push_str(&format!(
                 ": prompt {} + {asked} asked > context {}",
@@ -251,8 +263,30 @@ pub fn looks_like_server_gone(e: &RequestError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::CellStats;
+    use crate::load::{CellRun, CellStats};
     use crate::model::RequestRecord;
+
+    /// The validator's view of a run.
+    fn measured<'a>(run: &'a CellRun, metrics: &'a Metrics) -> Measured<'a> {
+        Measured {
+            metrics,
+            errors: &run.stats.errors,
+            short_examples: &run.stats.short_examples,
+            stall: None,
+        }
+    }
+
+    /// The checks with `context_limit`, for requests of 8 tokens.
+    fn checks(context_limit: Option<u64>) -> Checks {
+        Checks {
+            max_tokens: 8,
+            max_error_rate: 0.0,
+            fail_short: false,
+            context_limit,
+            max_ttft_gap_ms: 25.0,
+            max_cold_cache_hit_pct: Some(10.0),
+        }
+    }
 
     fn rec(tokens: u64, max: u32, error: Option<RequestError>) -> RequestRecord {
         let chunks = (0..tokens).map(|i| ((10 + i) * 1_000_000, 4)).collect();
@@ -279,11 +313,9 @@ mod tests {
         let checks = Checks {
             max_error_rate: rate,
             fail_short,
-            context_limit: Some(20),
-            max_ttft_gap_ms: 25.0,
-            max_cold_cache_hit_pct: Some(10.0),
+            ..checks(Some(20))
         };
-        validate(&run, &m, &ServerHealth { died }, &checks)
+        validate(&measured(&run, &m), &ServerHealth { died }, &checks)
     }
 
     /// A cell of one second that measured `records`.
@@ -364,7 +396,7 @@ mod tests {
             .collect();
         let run = run_of(&long);
         let m = run.stats.metrics(run.wall_ns);
-        let w = short_output(&run, &m, Some(20)).unwrap();
+        let w = short_output(&measured(&run, &m), &checks(Some(20))).unwrap();
         assert!(
             w.message.ends_with(": prompt 14 + 8 asked > context 20"),
             "{}",
@@ -377,7 +409,8 @@ mod tests {
         );
         // Nothing short, nothing to say.
         let run = run_of(&[rec(8, 8, None)]);
-        assert!(short_output(&run, &run.stats.metrics(run.wall_ns), Some(20)).is_none());
+        let m = run.stats.metrics(run.wall_ns);
+        assert!(short_output(&measured(&run, &m), &checks(Some(20))).is_none());
     }
 
     #[test]
@@ -385,15 +418,9 @@ mod tests {
         let records = vec![rec(8, 8, None), rec(5, 8, None)];
         let run = run_of(&records);
         let mut m = run.stats.metrics(run.wall_ns);
-        let mut checks = Checks {
-            max_error_rate: 0.0,
-            fail_short: false,
-            context_limit: None,
-            max_ttft_gap_ms: 25.0,
-            max_cold_cache_hit_pct: Some(10.0),
-        };
+        let mut checks = checks(None);
         let kinds = |m: &Metrics, c: &Checks| -> Vec<FailureKind> {
-            validate(&run, m, &ServerHealth { died: None }, c)
+            validate(&measured(&run, m), &ServerHealth { died: None }, c)
                 .unwrap()
                 .iter()
                 .map(|f| f.kind)

@@ -4,53 +4,87 @@
 //! ready line appeared and (if asked) one tiny generation succeeded; and the
 //! context limit and model name it will be measured with.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
+
+use super::cell::Session;
 use super::commands::Between;
-use super::server::{ExitInfo, Launch, Server};
-use super::{preflight, Lane};
-use crate::detect;
+use super::core::{Core, Skip};
+use super::server::{Launch, Server};
+use super::{preflight, process};
 use crate::load::{self, Target};
 use crate::model::{
     Event, Failure, FailureKind, FailureSource, GpuStatus, Level, ServerMeta, Timestamp,
 };
 use crate::plan::{Config, ContextLimit};
 
-/// A cell's prompt bodies and their measured token count.
-pub(super) type Prompts = (Arc<Vec<String>>, u64);
-
-/// What the engine keeps about a live server.
+/// A config's server, ready, and its cells' view of it.
 pub(super) struct Live {
     pub server: Server,
-    pub target: Target,
-    pub context_limit: Option<u64>,
-    pub prompts: HashMap<(String, u64), Prompts>,
-    /// How this server's prompts are measured (chosen at its first cell).
-    pub measure: Option<load::tokenizer::Measure>,
-    /// The request tags that cost the same with this server's tokenizer
-    /// (chosen with `measure`).
-    pub tags: load::tags::Tags,
-    /// How this server's prefix cache is flushed: unknown until its first
-    /// cold cell, then the endpoint that worked, or none.
-    pub flush: Option<Option<&'static str>>,
-    /// The server's `/metrics` was missing or unknown, and a notice said so.
-    pub said_no_metrics: bool,
+    pub session: Session,
 }
 
-impl Lane {
+/// Launching one config's server for a lane.
+pub(super) struct Launcher<'a> {
+    pub core: &'a Arc<Core>,
+    /// Wakes when a command was applied (a skip or quit while it starts).
+    pub steer: &'a mut watch::Receiver<u64>,
+    /// The GPUs the config runs on.
+    pub gpus: &'a [u32],
+}
+
+/// A launch's command line, filled in.
+struct CommandLine {
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    /// As the user would type it.
+    shown: String,
+}
+
+impl Launcher<'_> {
     /// Preflight, spawn and wait for readiness. `Ok(None)` means quit.
-    pub(super) async fn launch(
+    pub async fn launch(
         &mut self,
         config: &Config,
         index: usize,
         total: usize,
         attempt: u32,
     ) -> Result<Option<Live>, Failure> {
-        let port = self.preflight(config).await?;
-        let sweeptop = self.sweeptop_exe.display().to_string();
-        let run_dir = self.run_path.display().to_string();
+        let port = preflight::check(self.core, config, self.gpus).await?;
+        let line = self.command_line(config, port);
+        self.core.emit(Event::ConfigStarting {
+            at: Timestamp::now(),
+            config: config.id.clone(),
+            phase: config.phase.clone(),
+            index: index + 1,
+            total,
+            command: line.shown.clone(),
+            attempt: attempt + 1,
+            gpus: self.gpus.to_vec(),
+        });
+        let mut server = self.spawn(config, &line, attempt)?;
+        let base = format!("http://{}:{}", url_host(&config.host), port);
+        match self.wait_ready(config, &mut server, &base).await {
+            Ok(true) => {}
+            Ok(false) => {
+                stop(self.core, config, &mut server).await;
+                return Ok(None);
+            }
+            Err(f) => {
+                stop(self.core, config, &mut server).await;
+                return Err(f);
+            }
+        }
+        let session = self.ready(config, &server, base, &line.shown).await;
+        Ok(Some(Live { server, session }))
+    }
+
+    /// The config's command line and environment, its placeholders filled.
+    fn command_line(&self, config: &Config, port: u16) -> CommandLine {
+        let sweeptop = self.core.sweeptop_exe.display().to_string();
+        let run_dir = self.core.run_path.display().to_string();
         let gpus: Vec<String> = self.gpus.iter().map(u32::to_string).collect();
         let gpus = gpus.join(",");
         let fill = |s: &str| {
@@ -72,77 +106,76 @@ impl Lane {
             .collect();
         // The server's whole tree carries the run's tag, so a resume finds it
         // even if this process is killed before `server.pid` is written.
-        env.push((super::process::RUN_TAG.into(), self.run_tag.clone()));
-        let command = crate::plan::template::command_line(&argv, config.shell);
-        self.emit(Event::ConfigStarting {
-            at: Timestamp::now(),
-            config: config.id.clone(),
-            phase: config.phase.clone(),
-            index: index + 1,
-            total,
-            command: command.clone(),
-            attempt: attempt + 1,
-            gpus: self.gpus.clone(),
-        });
-        self.book().run.note_in_log(
+        env.push((process::RUN_TAG.into(), self.core.run_tag.clone()));
+        let shown = crate::plan::template::command_line(&argv, config.shell);
+        CommandLine { argv, env, shown }
+    }
+
+    /// Start the server in its own group, its log going to the run
+    /// directory, and record it (for the GPUs' owners and a later resume).
+    fn spawn(&self, config: &Config, line: &CommandLine, attempt: u32) -> Result<Server, Failure> {
+        let core = self.core;
+        core.book().run.note_in_log(
             &config.id,
             &format!(
-                "# sweeptop {} launch {} of {}: {command}",
+                "# sweeptop {} launch {} of {}: {}",
                 Timestamp::now(),
                 attempt + 1,
-                config.id
+                config.id,
+                line.shown
             ),
         );
-        let log_path = self.book().run.log_path(&config.id);
-        let mut server = Server::spawn(Launch {
-            argv: &argv,
+        let log_path = core.book().run.log_path(&config.id);
+        let server = Server::spawn(Launch {
+            argv: &line.argv,
             shell: config.shell,
-            env: &env,
+            env: &line.env,
             log_path: &log_path,
             config: &config.id,
-            patterns: self.patterns.clone(),
+            patterns: core.patterns.clone(),
             ready_line: config.ready.log_line.clone(),
-            logs: self.bus.logs.clone(),
+            logs: core.bus.logs.clone(),
         })
         .map_err(|e| {
             preflight::failure(format!(
                 "cannot start `{}`: {e}",
-                argv.first().map_or("", String::as_str)
+                line.argv.first().map_or("", String::as_str)
             ))
         })?;
-        if let Some(g) = self.gpu() {
-            g.add_server(server.pgid, &self.gpus);
+        if let Some(g) = core.gpu() {
+            g.add_server(server.pgid, self.gpus);
         }
         crate::store::crash_point("server.unrecorded");
-        let start = super::process::start_time(server.pgid).unwrap_or(0);
-        self.server_started(&config.id, &self.gpus, server.pgid, start);
-        let base = format!("http://{}:{}", url_host(&config.host), port);
-        match self.wait_ready(config, &mut server, &base).await {
-            Ok(true) => {}
-            Ok(false) => {
-                self.stop(config, &mut server).await;
-                return Ok(None);
-            }
-            Err(f) => {
-                self.stop(config, &mut server).await;
-                return Err(f);
-            }
-        }
-        let about = load::about(&self.http, &base, config.kind.preset()).await;
+        let start = process::start_time(server.pgid).unwrap_or(0);
+        core.server_started(&config.id, self.gpus, server.pgid, start);
+        Ok(server)
+    }
+
+    /// A ready server: the model and context limit its cells are measured
+    /// with, and what was benchmarked, told to everyone.
+    async fn ready(
+        &self,
+        config: &Config,
+        server: &Server,
+        base: String,
+        command: &str,
+    ) -> Session {
+        let core = self.core;
+        let about = load::about(&core.http, &base, config.kind.preset()).await;
         let model = config
             .model
             .clone()
             .or(about.model.clone())
             .unwrap_or_else(|| "default".into());
-        let context_limit = match self.plan.limits.context {
+        let context_limit = match core.plan.limits.context {
             ContextLimit::Tokens(n) => Some(n),
             ContextLimit::Server => about.context,
         };
-        let meta = self.server_meta(config, &about, &model, &command).await;
+        let meta = self.server_meta(config, &about, &model, command).await;
         if context_limit.is_none() {
-            self.notice(Level::Warn, format!("{}: the server reports no context limit and the plan sets none; prompts are not clamped", config.id));
+            core.notice(Level::Warn, format!("{}: the server reports no context limit and the plan sets none; prompts are not clamped", config.id));
         }
-        self.emit(Event::ServerReady {
+        core.emit(Event::ServerReady {
             at: Timestamp::now(),
             config: config.id.clone(),
             pid: server.pgid,
@@ -151,20 +184,18 @@ impl Lane {
             model: model.clone(),
             server: Some(Box::new(meta)),
         });
-        Ok(Some(Live {
-            server,
-            target: Target {
+        Session::new(
+            Target {
                 base,
                 api: config.api,
                 model,
             },
             context_limit,
-            prompts: HashMap::new(),
-            flush: None,
-            said_no_metrics: false,
-            tags: load::tags::Tags::default(),
-            measure: None,
-        }))
+            core.http.clone(),
+            core.seq.clone(),
+            config.kind.preset().flush,
+            config.tokenizer.as_ref().map(std::path::PathBuf::from),
+        )
     }
 
     /// Ready = the health check passes, the plan's log line (if any) appeared,
@@ -175,14 +206,14 @@ impl Lane {
         server: &mut Server,
         base: &str,
     ) -> Result<bool, Failure> {
-        let client = self.http.clone();
+        let client = self.core.http.clone();
         let deadline = Instant::now() + Duration::from_secs_f64(config.ready.timeout_s);
         let url = format!("{base}{}", config.ready.path);
         let mut exit = server.exit.clone();
         loop {
             if let Some(info) = server.exited() {
                 server.drain_logs(Duration::from_secs(2)).await;
-                return Err(startup_failure(server, info));
+                return Err(server.startup_failure(info));
             }
             let log_ok = config.ready.log_line.is_none()
                 || server
@@ -256,7 +287,7 @@ impl Lane {
                     if changed.is_err() {
                         continue;
                     }
-                    match self.interrupted_by(&config.id) {
+                    match self.core.interruption(&config.id) {
                         Some(Between::Quit) => return Ok(false),
                         Some(Between::SkipConfig) => {
                             return Err(Failure::new(
@@ -266,7 +297,7 @@ impl Lane {
                             ));
                         }
                         // A cell skipped while the server starts is its first.
-                        Some(Between::SkipCell) => self.book().skips.push((Some(config.id.clone()), super::Skip::Cell)),
+                        Some(Between::SkipCell) => self.core.book().skips.push((Some(config.id.clone()), Skip::Cell)),
                         Some(Between::Continue) | None => {}
                     }
                 }
@@ -274,37 +305,6 @@ impl Lane {
         }
     }
 
-    /// Stop the server's whole group and say how it ended.
-    pub(super) async fn stop(&mut self, config: &Config, server: &mut Server) {
-        if server.stopped {
-            return;
-        }
-        // Gone before we asked it to stop: say how it ended.
-        if let Some(info) = server.exited() {
-            self.emit(Event::ServerExited {
-                at: Timestamp::now(),
-                config: config.id.clone(),
-                code: info.code,
-                signal: info.signal,
-            });
-        }
-        let t = Instant::now();
-        let how = server
-            .stop(Duration::from_secs_f64(config.stop_grace_s))
-            .await;
-        self.server_stopped(&config.id);
-        if let Some(g) = self.gpu() {
-            g.remove_server(server.pgid);
-        }
-        self.emit(Event::ServerStopped {
-            at: Timestamp::now(),
-            config: config.id.clone(),
-            how,
-            after_s: t.elapsed().as_secs_f64(),
-        });
-    }
-
-    /// GPUs a config uses: from its `CUDA_VISIBLE_DEVICES`, else all.
     /// What was benchmarked on this launch: the server as it describes
     /// itself, the model's `config.json` hash, the command, and the machine.
     async fn server_meta(
@@ -325,10 +325,10 @@ impl Lane {
             }
             None => None,
         };
-        let snapshot = self.gpu().and_then(|g| g.latest());
+        let snapshot = self.core.gpu().and_then(|g| g.latest());
         let (mut gpus, mut driver, mut cuda) = (Vec::new(), None, None);
         if let Some(s) = &snapshot {
-            for &i in &self.gpus {
+            for &i in self.gpus {
                 if let Some(g) = s.gpu(i) {
                     gpus.push(format!("{i}: {}", g.name));
                 }
@@ -353,34 +353,34 @@ impl Lane {
     }
 }
 
-/// Why a server exited before it was ready: the cause in its log, else what
-/// its exit status says (a plain exit is `startup_failed`).
-fn startup_failure(server: &Server, info: ExitInfo) -> Failure {
-    let (logged, tail) = server
-        .log
-        .lock()
-        .map(|l| (l.watch.failure(), l.watch.tail(detect::TAIL_KEEP)))
-        .unwrap_or((None, Vec::new()));
-    let how = info.describe();
-    match logged {
-        Some(mut f) => {
-            f.message = format!("server exited during startup ({how}): {}", f.message);
-            f
-        }
-        None => {
-            let mut f = detect::exit_failure(
-                info.code,
-                info.signal,
-                "server exited during startup",
-                &how,
-                &tail,
-            );
-            if f.kind == FailureKind::ServerExited {
-                f.kind = FailureKind::StartupFailed;
-            }
-            f
-        }
+/// Stop the server's whole group and say how it ended.
+pub(super) async fn stop(core: &Core, config: &Config, server: &mut Server) {
+    if server.stopped {
+        return;
     }
+    // Gone before we asked it to stop: say how it ended.
+    if let Some(info) = server.exited() {
+        core.emit(Event::ServerExited {
+            at: Timestamp::now(),
+            config: config.id.clone(),
+            code: info.code,
+            signal: info.signal,
+        });
+    }
+    let t = Instant::now();
+    let how = server
+        .stop(Duration::from_secs_f64(config.stop_grace_s))
+        .await;
+    core.server_stopped(&config.id);
+    if let Some(g) = core.gpu() {
+        g.remove_server(server.pgid);
+    }
+    core.emit(Event::ServerStopped {
+        at: Timestamp::now(),
+        config: config.id.clone(),
+        how,
+        after_s: t.elapsed().as_secs_f64(),
+    });
 }
 
 /// The host as it goes in a URL: IPv6 in brackets, "any address" as loopback.

@@ -1,9 +1,8 @@
-//! Recording an outcome: how a cell ended ([`CellEnd`]), the records made of it
-//! (one constructor each for skipped, failed and ok), and writing them durably
-//! before anyone is told.
+//! A cell's outcome: how it ended ([`CellEnd`]) and the records made of it
+//! (one constructor each for skipped, failed and ok). They are written
+//! durably, before anyone is told, by [`super::core::Core::record`].
 
-use super::{Core, EngineError};
-use crate::model::{CellRecord, Event, Failure, Metrics, Status, Timestamp};
+use crate::model::{CellRecord, Failure, Metrics, Status, Timestamp};
 use crate::plan::Cell;
 
 /// How a cell ended, before it is recorded.
@@ -58,52 +57,4 @@ pub(super) fn failed(cell: &Cell, started_at: Timestamp, failure: Failure) -> Ce
 
 pub(super) fn ok(cell: &Cell, started_at: Timestamp, metrics: Metrics) -> CellRecord {
     record_of(cell, started_at, Status::Ok, None, Some(metrics))
-}
-
-impl Core {
-    /// Append one finished cell to `results.jsonl` (fsynced), then tell
-    /// everyone. A record that claims `ok` without tokens is never written as
-    /// such: it is recorded as `zero_tokens`. A cell that ran carries the
-    /// GPUs it ran on and the configs that ran beside it.
-    pub(super) fn record(&self, mut record: CellRecord) -> Result<(), EngineError> {
-        if !record.holds_invariant() {
-            debug_assert!(false, "ok without tokens: {record:?}");
-            let requests = record.metrics.as_ref().map_or(0, |m| m.requests);
-            record.status = Status::Failed;
-            record.metrics = None;
-            record.failure = Some(crate::detect::zero_tokens(requests));
-        }
-        {
-            let mut book = self.book();
-            if let Some(beside) = book.beside.remove(&record.cell) {
-                record.beside = beside.into_iter().filter(|c| *c != record.config).collect();
-                if let Some(lane) = book.lanes.iter().find(|l| l.config == record.config) {
-                    record.gpus = lane.gpus.clone();
-                }
-            }
-            book.run.append_result(&record)?;
-            book.done.insert(record.cell.clone());
-            book.statuses.insert(record.cell.clone(), record.status);
-        }
-        self.emit(Event::CellFinished {
-            at: Timestamp::now(),
-            record: Box::new(record),
-        });
-        Ok(())
-    }
-
-    /// Mark cells that cannot run with the same failure.
-    pub(super) fn fail_all(&self, cells: &[Cell], failure: &Failure) -> Result<(), EngineError> {
-        for c in cells {
-            self.record(failed(c, Timestamp::now(), failure.clone()))?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn skip_all(&self, cells: &[Cell]) -> Result<(), EngineError> {
-        for c in cells {
-            self.record(skipped(c, Timestamp::now()))?;
-        }
-        Ok(())
-    }
 }

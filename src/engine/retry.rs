@@ -5,9 +5,14 @@
 
 use std::collections::BTreeSet;
 
-use super::target_problem;
+use super::commands::{target_problem, UnknownTarget};
 use crate::model::{CellRecord, Command, Status};
 use crate::plan::Plan;
+
+/// A `--retry` name that is neither `failed`, `skipped`, a cell nor a config.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--retry: {0} (or `failed`, `skipped`)")]
+pub struct UnknownRetry(UnknownTarget);
 
 /// The cells `targets` name: `failed` and `skipped` by their latest record,
 /// else a cell id or a config id (all its cells). An unknown name is an
@@ -16,7 +21,7 @@ pub fn cells_to_retry(
     plan: &Plan,
     latest: &[CellRecord],
     targets: &[String],
-) -> Result<BTreeSet<String>, String> {
+) -> Result<BTreeSet<String>, UnknownRetry> {
     let mut cells = BTreeSet::new();
     for t in targets {
         let status = match t.as_str() {
@@ -34,7 +39,7 @@ pub fn cells_to_retry(
             None => {
                 let cmd = Command::Retry { target: t.clone() };
                 if let Some(problem) = target_problem(plan, &cmd) {
-                    return Err(format!("--retry: {problem} (or `failed`, `skipped`)"));
+                    return Err(UnknownRetry(problem));
                 }
                 cells.extend(
                     plan.cells
@@ -94,7 +99,7 @@ matrix = { b = [1, 2] }
         let config = plan.cells[3].config.clone();
         assert_eq!(pick(&[&config]).unwrap().len(), 2);
         assert_eq!(pick(&[&ids[0]]).unwrap(), BTreeSet::from([ids[0].clone()]));
-        let err = pick(&["nope"]).unwrap_err();
+        let err = pick(&["nope"]).unwrap_err().to_string();
         assert!(err.contains("`nope`") && err.contains("failed"), "{err}");
     }
 }

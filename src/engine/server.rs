@@ -1,6 +1,7 @@
 //! One running server: spawned in its own process group, its stdout and stderr
 //! read continuously (never blocking it) into the log file, the classifier and
-//! the event stream, its exit watched, and stopped with escalation.
+//! the event stream, its exit watched, stopped with escalation, and its death
+//! told from its log and exit.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -14,11 +15,14 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::{broadcast, watch};
 
 use super::process;
-use crate::detect::{LineClass, LogPatterns, LogWatch};
-use crate::model::{describe_exit, Event, LogMark};
+use crate::detect::{self, LineClass, LogPatterns, LogWatch};
+use crate::model::{describe_exit, Event, Failure, FailureKind, LogMark};
 
 /// Longest line kept as one line; longer output is split (never buffered whole).
 const MAX_LINE: usize = 64 << 10;
+
+/// Lines of the server's log kept as a stall's evidence.
+const STALL_EVIDENCE_LINES: usize = 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExitInfo {
@@ -200,6 +204,75 @@ impl Server {
 
     pub fn tail(&self, n: usize) -> Vec<String> {
         self.log.lock().map(|l| l.watch.tail(n)).unwrap_or_default()
+    }
+
+    /// Why the server is gone or broken, from its log first, else its exit.
+    pub fn death(&self) -> Option<Failure> {
+        let exit = self.exited();
+        let (logged, tail) = self.logged_failure();
+        match (logged, exit) {
+            (Some(mut f), Some(info)) => {
+                f.message = format!("{} ({})", f.message, info.describe());
+                Some(f)
+            }
+            (Some(f), None) => Some(f),
+            (None, Some(info)) => Some(detect::exit_failure(
+                info.code,
+                info.signal,
+                "server exited while the cell ran",
+                &info.describe(),
+                &tail,
+            )),
+            (None, None) => None,
+        }
+    }
+
+    /// Why the server exited before it was ready: the cause in its log, else
+    /// what its exit status says (a plain exit is `startup_failed`).
+    pub fn startup_failure(&self, info: ExitInfo) -> Failure {
+        let (logged, tail) = self.logged_failure();
+        let how = info.describe();
+        match logged {
+            Some(mut f) => {
+                f.message = format!("server exited during startup ({how}): {}", f.message);
+                f
+            }
+            None => {
+                let mut f = detect::exit_failure(
+                    info.code,
+                    info.signal,
+                    "server exited during startup",
+                    &how,
+                    &tail,
+                );
+                if f.kind == FailureKind::ServerExited {
+                    f.kind = FailureKind::StartupFailed;
+                }
+                f
+            }
+        }
+    }
+
+    /// The failure its log shows, and the log's last lines.
+    fn logged_failure(&self) -> (Option<Failure>, Vec<String>) {
+        self.log
+            .lock()
+            .map(|l| (l.watch.failure(), l.watch.tail(detect::TAIL_KEEP)))
+            .unwrap_or((None, Vec::new()))
+    }
+
+    /// A stalled cell's evidence: what the server said last (the message
+    /// already says how many requests were in flight and for how long).
+    pub fn stall_evidence(&self, failure: Failure) -> Failure {
+        let mut evidence = vec![format!(
+            "last {STALL_EVIDENCE_LINES} lines of the server log before the stall:"
+        )];
+        let tail = self.tail(STALL_EVIDENCE_LINES);
+        if tail.is_empty() {
+            evidence.push("(the server printed nothing)".into());
+        }
+        evidence.extend(tail);
+        failure.with_evidence(evidence)
     }
 }
 

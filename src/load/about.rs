@@ -19,7 +19,7 @@ pub struct About {
 
 /// GET a JSON document; `None` on any failure.
 async fn get_json(client: &reqwest::Client, url: String) -> Option<serde_json::Value> {
-    let resp = super::get_ok(client, &url, Duration::from_secs(10)).await?;
+    let resp = super::endpoints::get_ok(client, &url, Duration::from_secs(10)).await?;
     let bytes = resp.bytes().await.ok()?;
     serde_json::from_slice(&bytes).ok()
 }

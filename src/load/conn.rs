@@ -7,7 +7,7 @@
 //! many requests starting at once, queueing between the send time and the
 //! write). No proxies: benchmarks talk to the server directly.
 
-use super::LoadError;
+use super::{LoadError, UrlProblem};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -89,19 +89,19 @@ pub struct Pool {
 impl Pool {
     /// A pool for `http://host[:port][/prefix]`.
     pub fn new(base: &str) -> Result<Pool, LoadError> {
-        let bad = |why: String| LoadError::BadUrl {
+        let bad = |why: UrlProblem| LoadError::BadUrl {
             url: base.to_string(),
             why,
         };
-        let uri: hyper::Uri = base.parse().map_err(|e| bad(format!("not a URL ({e})")))?;
+        let uri: hyper::Uri = base.parse().map_err(|e| bad(UrlProblem::NotUrl(e)))?;
         match uri.scheme_str() {
             Some("http") => {}
-            Some(other) => return Err(bad(format!("only http:// is supported, not {other}://"))),
-            None => return Err(bad("the URL needs http://".into())),
+            Some(other) => return Err(bad(UrlProblem::Scheme(other.to_string()))),
+            None => return Err(bad(UrlProblem::NoScheme)),
         }
         let host = uri
             .host()
-            .ok_or_else(|| bad("no host in the URL".into()))?
+            .ok_or_else(|| bad(UrlProblem::NoHost))?
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();

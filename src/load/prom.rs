@@ -78,7 +78,8 @@ impl Scrape {
 /// The server's page, if it has one that answers 200 within 5 s.
 pub async fn scrape(client: &reqwest::Client, base: &str) -> Option<Scrape> {
     let mut resp =
-        super::get_ok(client, &format!("{base}/metrics"), Duration::from_secs(5)).await?;
+        super::endpoints::get_ok(client, &format!("{base}/metrics"), Duration::from_secs(5))
+            .await?;
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = resp.chunk().await {
         body.extend_from_slice(&chunk);
@@ -258,14 +259,16 @@ impl ServerFigures {
     /// counted at least the `finished` requests the client saw end and at
     /// most the `sent` it sent. Otherwise why they are not kept (another
     /// client shared the server, or its counters lag or were reset).
-    pub fn of_these_requests(self, finished: u64, sent: u64) -> Result<ServerFigures, String> {
+    pub fn of_these_requests(
+        self,
+        finished: u64,
+        sent: u64,
+    ) -> Result<ServerFigures, NotTheseRequests> {
         match self.requests {
-            Some(n) if n > sent => Err(format!(
-                "the server finished {n} requests during the cell, sweeptop sent {sent}: another client is using it, so its figures are not this cell's"
-            )),
-            Some(n) if n < finished => Err(format!(
-                "the server counted {n} finished requests, sweeptop saw {finished} end: its figures are incomplete"
-            )),
+            Some(counted) if counted > sent => Err(NotTheseRequests::Shared { counted, sent }),
+            Some(counted) if counted < finished => {
+                Err(NotTheseRequests::Incomplete { counted, finished })
+            }
             _ => Ok(self),
         }
     }
@@ -281,23 +284,52 @@ impl ServerFigures {
     }
 }
 
-/// Empty the server's prefix cache with `POST path`; `Err` says why not.
-pub async fn flush_cache(client: &reqwest::Client, base: &str, path: &str) -> Result<(), String> {
+/// Why the server's figures over a cell are not kept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotTheseRequests {
+    #[error("the server finished {counted} requests during the cell, sweeptop sent {sent}: another client is using it, so its figures are not this cell's")]
+    Shared { counted: u64, sent: u64 },
+    #[error("the server counted {counted} finished requests, sweeptop saw {finished} end: its figures are incomplete")]
+    Incomplete { counted: u64, finished: u64 },
+}
+
+/// Why the server's prefix cache was not flushed.
+#[derive(Debug, thiserror::Error)]
+pub enum FlushError {
+    #[error("{0}")]
+    Send(#[source] reqwest::Error),
+    #[error("POST {path}: HTTP {status}")]
+    Status { path: String, status: u16 },
+    #[error("POST {path}: the server said it did not flush")]
+    Refused { path: String },
+}
+
+/// Empty the server's prefix cache with `POST path`.
+pub async fn flush_cache(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+) -> Result<(), FlushError> {
     let resp = client
         .post(format!("{base}{path}"))
         .timeout(Duration::from_secs(10))
         .send()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(FlushError::Send)?;
     let status = resp.status();
     if !status.is_success() {
-        return Err(format!("POST {path}: HTTP {}", status.as_u16()));
+        return Err(FlushError::Status {
+            path: path.to_string(),
+            status: status.as_u16(),
+        });
     }
     // vLLM answers 200 with {"success": false} when it could not.
     let body = resp.bytes().await.unwrap_or_default();
     match serde_json::from_slice::<serde_json::Value>(&body) {
         Ok(v) if v.get("success") == Some(&serde_json::Value::Bool(false)) => {
-            Err(format!("POST {path}: the server said it did not flush"))
+            Err(FlushError::Refused {
+                path: path.to_string(),
+            })
         }
         _ => Ok(()),
     }

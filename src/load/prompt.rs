@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::tags::Tags;
-use super::LoadError;
+use super::{LoadError, PromptSourceError};
 use crate::plan::builtin_prompt as builtin;
 
 /// Natural text used to pad prompts to their target length.
@@ -23,29 +23,37 @@ including photographs of the new footbridge and the first otters seen there in t
 
 /// The instructions of a workload's prompt source (one per prompt; cycled).
 pub fn load_source(spec: &str) -> Result<Vec<String>, LoadError> {
-    let fail = LoadError::PromptSource;
+    use PromptSourceError as E;
+    let read = |path: &str| {
+        std::fs::read_to_string(Path::new(path)).map_err(|err| E::Read {
+            path: path.to_string(),
+            err,
+        })
+    };
     match spec.split_once(':') {
         Some(("builtin", name)) => builtin(name)
             .map(|s| vec![s.to_string()])
-            .ok_or_else(|| fail(format!("unknown built-in prompt `{name}`"))),
+            .ok_or_else(|| E::UnknownBuiltin(name.to_string()).into()),
         Some(("file", path)) => {
-            let text = std::fs::read_to_string(Path::new(path))
-                .map_err(|e| fail(format!("prompt file {path}: {e}")))?;
+            let text = read(path)?;
             if text.trim().is_empty() {
-                return Err(fail(format!("prompt file {path} is empty")));
+                return Err(E::Empty(path.to_string()).into());
             }
             Ok(vec![text])
         }
         Some(("jsonl", path)) => {
-            let text = std::fs::read_to_string(Path::new(path))
-                .map_err(|e| fail(format!("prompt file {path}: {e}")))?;
+            let text = read(path)?;
             let mut out = Vec::new();
             for (i, line) in text.lines().enumerate() {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v: serde_json::Value = serde_json::from_str(line)
-                    .map_err(|e| fail(format!("{path}:{}: {e}", i + 1)))?;
+                let v: serde_json::Value =
+                    serde_json::from_str(line).map_err(|err| E::BadLine {
+                        path: path.to_string(),
+                        line: i + 1,
+                        err,
+                    })?;
                 let p = v
                     .get("prompt")
                     .and_then(|p| p.as_str())
@@ -60,20 +68,18 @@ pub fn load_source(spec: &str) -> Result<Vec<String>, LoadError> {
                         })
                     })
                     .or_else(|| v.as_str().map(str::to_string))
-                    .ok_or_else(|| {
-                        fail(format!(
-                            "{path}:{}: expected {{\"prompt\": ...}} or {{\"messages\": [...]}}",
-                            i + 1
-                        ))
+                    .ok_or_else(|| E::NotAPrompt {
+                        path: path.to_string(),
+                        line: i + 1,
                     })?;
                 out.push(p);
             }
             if out.is_empty() {
-                return Err(fail(format!("prompt file {path} has no prompts")));
+                return Err(E::NoPrompts(path.to_string()).into());
             }
             Ok(out)
         }
-        _ => Err(fail(format!("bad prompt source `{spec}`"))),
+        _ => Err(E::BadSpec(spec.to_string()).into()),
     }
 }
 

@@ -9,9 +9,10 @@
 //! cost are kept. The numbering starts at a random point per run, so two runs
 //! (or a resumed one) against the same server never send the same prompt.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use super::tokenizer::Measure;
+use super::LoadError;
 
 /// Symbols in a tag.
 const WIDTH: u32 = 6;
@@ -94,18 +95,19 @@ impl Tags {
         }
     }
 
-    /// Tags whose symbols all cost the same with this server's tokenizer:
-    /// each candidate is measured in a whole tag before a prompt's start, and
-    /// those of the commonest count kept. A measuring error, or too few
-    /// symbols of one cost, keeps the digits, with a notice.
-    pub async fn calibrate(measure: &Measure) -> (Tags, Option<String>) {
-        if matches!(measure, Measure::Estimate) {
-            return (Tags::default(), None);
-        }
+    /// Tags whose symbols all cost the same with this server's tokenizer
+    /// (`count`): each candidate is measured in a whole tag before a prompt's
+    /// start, and those of the commonest count kept. A measuring error, or
+    /// too few symbols of one cost, keeps the digits, with a notice.
+    pub async fn calibrate<F, Fut>(mut count: F) -> (Tags, Option<String>)
+    where
+        F: FnMut(String) -> Fut,
+        Fut: Future<Output = Result<u64, LoadError>>,
+    {
         let mut costs: Vec<(char, u64)> = Vec::new();
         for c in CANDIDATES.chars() {
             let probe = Tags::new(vec![c], 0).apply(0, PROBE_BODY);
-            match measure.count(&probe).await {
+            match count(probe).await {
                 Ok(n) => costs.push((c, n)),
                 Err(e) => {
                     return (
@@ -200,8 +202,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("tokenizer.json");
         std::fs::write(&p, super::super::tokenizer::tests::WORDS_JSON).unwrap();
-        let m = Measure::Local(super::super::tokenizer::LocalTokenizer::load(&p).unwrap());
-        let (tags, notice) = Tags::calibrate(&m).await;
+        let m = super::super::tokenizer::LocalTokenizer::load(&p).unwrap();
+        let (tags, notice) = Tags::calibrate(|text| {
+            let m = m.clone();
+            async move { m.count(&text) }
+        })
+        .await;
         assert_eq!(notice, None);
         assert_eq!(tags.symbols.len(), CANDIDATES.len());
         let _ = std::fs::remove_dir_all(&dir);

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::endpoints::{tokenize, usage_prompt_tokens};
+use super::tags::Tags;
 use super::LoadError;
 
 /// A local Hugging Face tokenizer.
@@ -61,10 +63,10 @@ impl Measure {
         target: &super::Target,
         local: Option<&Path>,
     ) -> (Measure, Option<String>) {
-        let probe = super::tags::Tags::default().apply(0, "Hello, how are you today?");
-        let why = match super::tokenize(client, target, &probe).await {
+        let probe = Tags::default().apply(0, "Hello, how are you today?");
+        let why = match tokenize(client, target, &probe).await {
             Ok(counted) => {
-                let (offset, notice) = match super::usage_prompt_tokens(client, target, &probe).await {
+                let (offset, notice) = match usage_prompt_tokens(client, target, &probe).await {
                     // A sane difference is special tokens or a template; anything
                     // else is a server we do not understand: trust /tokenize.
                     Ok(used) if used.abs_diff(counted) <= 512 => (used as i64 - counted as i64, None),
@@ -93,12 +95,25 @@ impl Measure {
                 client,
                 target,
                 offset,
-            } => super::tokenize(client, target, text)
+            } => tokenize(client, target, text)
                 .await
                 .map(|n| n.saturating_add_signed(*offset)),
             Measure::Local(t) => t.count(text),
             Measure::Estimate => Ok((text.len() / 4) as u64),
         }
+    }
+
+    /// The request tags that cost the same with this tokenizer
+    /// ([`Tags::calibrate`]); an estimate keeps the digits, silently.
+    pub async fn tags(&self) -> (Tags, Option<String>) {
+        if matches!(self, Measure::Estimate) {
+            return (Tags::default(), None);
+        }
+        Tags::calibrate(|text| {
+            let m = self.clone();
+            async move { m.count(&text).await }
+        })
+        .await
     }
 
     /// Fit an instruction to `target` tokens. On a measuring error the estimate
@@ -107,7 +122,7 @@ impl Measure {
         &self,
         instruction: &str,
         target: u64,
-        tags: &super::tags::Tags,
+        tags: &Tags,
     ) -> (String, u64, Option<LoadError>) {
         let fitted = super::prompt::fit(instruction, target, tags, |text| {
             let m = self.clone();

@@ -69,10 +69,20 @@ impl Command {
     }
 }
 
-impl FromStr for Command {
-    type Err = String;
+/// Text that is not one of the command forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    #[error("`{0}=` names no config: {COMMAND_FORMS}")]
+    NoConfig(&'static str),
+    /// The text as sent, cut at 80 characters.
+    #[error("unknown command `{0}`: {COMMAND_FORMS}")]
+    Unknown(String),
+}
 
-    fn from_str(s: &str) -> Result<Command, String> {
+impl FromStr for Command {
+    type Err = CommandError;
+
+    fn from_str(s: &str) -> Result<Command, CommandError> {
         Ok(match s {
             "pause" => Command::Pause,
             "resume" => Command::Resume,
@@ -82,11 +92,16 @@ impl FromStr for Command {
             "quit" => Command::Quit,
             other if other.starts_with("skip-config=") || other.starts_with("skip-cell=") => {
                 let (form, config) = other.split_once('=').unwrap_or((other, ""));
+                let skip_config = form == "skip-config";
                 if config.is_empty() {
-                    return Err(format!("`{form}=` names no config: {COMMAND_FORMS}"));
+                    return Err(CommandError::NoConfig(if skip_config {
+                        "skip-config"
+                    } else {
+                        "skip-cell"
+                    }));
                 }
                 let config = Some(config.to_string());
-                if form == "skip-config" {
+                if skip_config {
                     Command::SkipConfig { config }
                 } else {
                     Command::SkipCell { config }
@@ -107,9 +122,11 @@ impl FromStr for Command {
                     config: c.to_string(),
                 },
                 _ => {
-                    let shown: String = other.chars().take(80).collect();
-                    let cut = if shown.len() < other.len() { "…" } else { "" };
-                    return Err(format!("unknown command `{shown}{cut}`: {COMMAND_FORMS}"));
+                    let mut shown: String = other.chars().take(80).collect();
+                    if shown.len() < other.len() {
+                        shown.push('…');
+                    }
+                    return Err(CommandError::Unknown(shown));
                 }
             },
         })
@@ -137,7 +154,7 @@ mod tests {
             })
         );
         assert!("retry=".parse::<Command>().is_err());
-        let e = "jump".parse::<Command>().unwrap_err();
+        let e = "jump".parse::<Command>().unwrap_err().to_string();
         assert!(
             e.contains("unknown command `jump`") && e.contains("skip-config"),
             "{e}"

@@ -19,7 +19,7 @@ mod server;
 pub mod text;
 mod time;
 
-pub use command::{Command, COMMAND_FORMS};
+pub use command::{Command, CommandError, COMMAND_FORMS};
 pub use event::{describe_exit, signal_name, Event, Level, LogMark};
 pub use failure::{thousands, ContextNumbers, Failure, FailureKind, FailureSource};
 pub use gpu::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
