@@ -9,6 +9,7 @@
 //! 1000 MB/s, on a thread that must keep up.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -218,6 +219,18 @@ pub fn crash_report(style: &Style, tp: u32, kind: CrashKind, when: When) -> (Rep
     }
 }
 
+/// Lines the log flood has written to stderr so far.
+static FLOODED: AtomicU64 = AtomicU64::new(0);
+
+/// What the log flood has written, said as the server stops: the reader's log
+/// must hold at least that many of its lines.
+pub fn flood_summary() -> String {
+    format!(
+        "sim: the log flood wrote {} lines",
+        FLOODED.load(Ordering::Relaxed)
+    )
+}
+
 /// Starts the log flood: benign lines to stderr at `mb_per_s`, on its own OS
 /// thread so that a slow reader or a busy writer never touches token pacing.
 pub fn start_flood(style: Style, mb_per_s: f64) {
@@ -252,6 +265,7 @@ fn flood(style: Style, mb_per_s: f64) {
                 return;
             }
         }
+        FLOODED.store(n, Ordering::Relaxed);
         next += TICK;
         let now = Instant::now();
         if next > now {

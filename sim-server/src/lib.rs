@@ -163,6 +163,9 @@ async fn shutdown_on_signal(shared: std::sync::Arc<Shared>) {
     shared
         .style
         .print(&startup::lines(&shared, port, "shutdown"));
+    if shared.args.flood_mb_per_s().is_some() {
+        logs::line(logs::Stream::Stderr, faults::flood_summary());
+    }
     logs::flush(Duration::from_secs(2));
     std::process::exit(0);
 }
