@@ -41,7 +41,7 @@ static SEND_HELP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 pub fn attach(args: AttachArgs) -> Result<u8> {
     let dir = match &args.dir {
         Some(d) => d.clone(),
-        None => super::ls::list_runs(Path::new("runs"))
+        None => store::runs::list_runs(Path::new("runs"), crate::control::is_live)
             .into_iter()
             .find(|r| r.live)
             .map(|r| r.dir)

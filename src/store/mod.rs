@@ -5,7 +5,8 @@
 //! for `run.json`), the habits every file is written and read with (`file`,
 //! and `crash` for the crash-consistency test's kill points), reading
 //! results, events and GPU samples back (`results`, `events`, `gpu_log`,
-//! `requests`), and sweep directories ([`sweep`]).
+//! `requests`), sweep directories ([`sweep`]), and the runs under a folder
+//! ([`runs`]).
 
 mod crash;
 mod error;
@@ -17,6 +18,7 @@ mod meta;
 mod requests;
 mod results;
 mod run_dir;
+pub mod runs;
 pub mod sweep;
 
 pub use crash::crash_point;
