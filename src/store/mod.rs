@@ -5,8 +5,8 @@
 //! for `run.json`), the habits every file is written and read with (`file`,
 //! and `crash` for the crash-consistency test's kill points), reading
 //! results, events and GPU samples back (`results`, `events`, `gpu_log`,
-//! `requests`), sweep directories ([`sweep`]), and the runs under a folder
-//! ([`runs`]).
+//! `requests`), sweep directories ([`sweep`]) and following their shards
+//! ([`tail`]), and the runs under a folder ([`runs`]).
 
 mod crash;
 mod error;
@@ -20,6 +20,7 @@ mod results;
 mod run_dir;
 pub mod runs;
 pub mod sweep;
+pub mod tail;
 
 pub use crash::crash_point;
 pub use error::{Invalid, StoreError};
