@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use super::Result;
 use crate::model::{RunState, Status, Timestamp};
 use crate::plan::Plan;
+use crate::store::runs::{self, ListedRun, ListedSweep};
 use crate::store::{self, sweep};
+use crate::view::shards::cells_left;
 
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
@@ -20,23 +22,12 @@ pub struct LsArgs {
     json: bool,
 }
 
-/// One run directory as `ls` sees it.
+/// One run directory as `ls` sees it: where it stands, its cells, and the
+/// command for it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunInfo {
-    pub dir: PathBuf,
-    pub plan: String,
-    pub state: RunState,
-    /// A sweep answers on its control socket.
-    #[serde(skip)]
-    pub live: bool,
-    pub started_at: Timestamp,
-    /// When it stopped: finished, or its last write when interrupted; none
-    /// while running.
-    pub ended_at: Option<Timestamp>,
-    /// Seconds it ran (so far, while running).
-    pub ran_s: f64,
-    /// SHA-256 of its `plan.toml` (hex), to tell runs of one plan name apart.
-    pub plan_sha256: Option<String>,
+    #[serde(flatten)]
+    pub run: ListedRun,
     pub done: usize,
     pub total: Option<usize>,
     pub failed: usize,
@@ -56,78 +47,25 @@ pub struct ShardInfo {
     pub total: usize,
 }
 
-/// A sweep directory: running while a shard runs or waits for its first
-/// start, finished when every shard has, interrupted otherwise.
-fn sweep_info(dir: &Path) -> Option<RunInfo> {
-    let meta = sweep::read_sweep(dir).ok()?;
-    let plan = Plan::load(&dir.join(store::PLAN)).ok();
-    let mut results = store::read_results(dir).ok().unwrap_or_default();
+/// A listed run with its cells counted from its plan and results.
+fn run_info(run: ListedRun) -> RunInfo {
+    let plan = Plan::load(&run.dir.join(store::PLAN)).ok();
+    let mut results = store::read_results(&run.dir).ok().unwrap_or_default();
     if let Some(plan) = &plan {
         results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
     }
-    let shards: Vec<ShardInfo> = (1..=meta.shards)
-        .map(|i| {
-            let d = sweep::shard_dir(dir, i);
-            let total = plan.as_ref().map_or(0, |p| {
-                crate::plan::Shard::new(i, meta.shards).map_or(0, |s| p.shard(s).cells.len())
-            });
-            let left = plan
-                .as_ref()
-                .map_or(0, |p| super::slurm::cells_left(p, meta.shards, i, &d));
-            ShardInfo {
-                index: i,
-                state: sweep::shard_state(&d),
-                done: total - left.min(total),
-                total,
-            }
-        })
-        .collect();
-    // A shard not started yet waits for its task, unless Slurm says the
-    // task is gone (cancelled before it started).
-    let pending = shards.iter().any(|s| s.state == sweep::ShardState::Pending);
-    let waiting = pending
-        && match super::slurm::queued_tasks(&meta) {
-            Some(queued) => shards
-                .iter()
-                .any(|s| s.state == sweep::ShardState::Pending && queued.contains(&s.index)),
-            None => true,
-        };
-    let state = if shards.iter().any(|s| s.state.is_running()) || waiting {
-        RunState::Running
-    } else if shards
-        .iter()
-        .all(|s| s.state == sweep::ShardState::Finished)
-    {
-        RunState::Finished
-    } else {
-        RunState::Interrupted
+    let shards = run
+        .sweep
+        .as_ref()
+        .map(|s| shard_infos(&run.dir, s, plan.as_ref()));
+    let d = run.dir.display();
+    let command = match (run.state, shards.is_some()) {
+        (RunState::Running, _) => format!("sweeptop attach {d}"),
+        (RunState::Finished, _) => format!("sweeptop export {d} --format md"),
+        (RunState::Interrupted, true) => format!("sweeptop slurm --resume {d}"),
+        (RunState::Interrupted, false) => format!("sweeptop run --resume {d}"),
     };
-    let command = match state {
-        RunState::Running => format!("sweeptop attach {}", dir.display()),
-        RunState::Finished => format!("sweeptop export {} --format md", dir.display()),
-        RunState::Interrupted => format!("sweeptop slurm --resume {}", dir.display()),
-    };
-    let ended_at = (state != RunState::Running)
-        .then(|| {
-            sweep::shard_dirs(dir)
-                .iter()
-                .filter_map(|(_, d)| last_write(d))
-                .max()
-        })
-        .flatten();
-    let ran_s = ended_at
-        .unwrap_or_else(Timestamp::now)
-        .seconds_since(meta.created_at)
-        .max(0.0);
-    Some(RunInfo {
-        dir: dir.to_path_buf(),
-        plan: meta.plan,
-        state,
-        live: state == RunState::Running,
-        started_at: meta.created_at,
-        ended_at,
-        ran_s,
-        plan_sha256: store::sha256_file(&dir.join(store::PLAN)).ok(),
+    RunInfo {
         done: results.records.len(),
         total: plan.map(|p| p.cells.len()),
         failed: results
@@ -136,93 +74,40 @@ fn sweep_info(dir: &Path) -> Option<RunInfo> {
             .filter(|r| r.status == Status::Failed)
             .count(),
         command,
-        shards: Some(shards),
-    })
+        shards,
+        run,
+    }
 }
 
-fn run_info(dir: &Path) -> Option<RunInfo> {
-    if sweep::is_sweep_dir(dir) {
-        return sweep_info(dir);
-    }
-    let meta = store::run_meta(dir)?;
-    let mut results = store::read_results(dir).ok().unwrap_or_default();
-    let plan = Plan::load(&dir.join(store::PLAN)).ok();
-    if let Some(plan) = &plan {
-        results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
-    }
-    let total = plan.map(|p| p.cells.len());
-    let live = crate::control::is_live(dir) || store::is_locked(dir);
-    let state = match meta.state {
-        _ if live => RunState::Running,
-        // Recorded as running but nothing answers: it was killed.
-        RunState::Running => RunState::Interrupted,
-        s => s,
-    };
-    let command = match state {
-        RunState::Running => format!("sweeptop attach {}", dir.display()),
-        RunState::Finished => format!("sweeptop export {} --format md", dir.display()),
-        RunState::Interrupted => format!("sweeptop run --resume {}", dir.display()),
-    };
-    let ended_at = match state {
-        RunState::Running => None,
-        RunState::Finished => meta.finished_at.or_else(|| last_write(dir)),
-        RunState::Interrupted => last_write(dir),
-    };
-    let ran_s = ended_at
-        .unwrap_or_else(Timestamp::now)
-        .seconds_since(meta.started_at)
-        .max(0.0);
-    Some(RunInfo {
-        dir: dir.to_path_buf(),
-        plan: meta.plan,
-        state,
-        live,
-        started_at: meta.started_at,
-        ended_at,
-        ran_s,
-        plan_sha256: store::sha256_file(&dir.join(store::PLAN)).ok(),
-        done: results.records.len(),
-        total,
-        failed: results
-            .records
-            .iter()
-            .filter(|r| r.status == Status::Failed)
-            .count(),
-        command,
-        shards: None,
-    })
-}
-
-/// The newest write to the run's events or results: when an interrupted run
-/// last did something.
-fn last_write(dir: &Path) -> Option<Timestamp> {
-    [store::EVENTS, store::RESULTS]
+/// Each shard of a sweep with its cells done of those the plan gives it.
+fn shard_infos(dir: &Path, sweep: &ListedSweep, plan: Option<&Plan>) -> Vec<ShardInfo> {
+    let count = sweep.meta.shards;
+    sweep
+        .shards
         .iter()
-        .filter_map(|f| std::fs::metadata(dir.join(f)).ok()?.modified().ok())
-        .max()
-        .map(Timestamp::from_system_time)
-}
-
-/// Run directories under `root`, newest first.
-pub fn list_runs(root: &Path) -> Vec<RunInfo> {
-    let mut runs: Vec<RunInfo> = std::fs::read_dir(root)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| run_info(&e.path()))
-                .collect()
+        .map(|(i, state)| {
+            let d = sweep::shard_dir(dir, *i);
+            let total = plan.map_or(0, |p| {
+                crate::plan::Shard::new(*i, count).map_or(0, |s| p.shard(s).cells.len())
+            });
+            let left = plan.map_or(0, |p| cells_left(p, count, *i, &d));
+            ShardInfo {
+                index: *i,
+                state: state.clone(),
+                done: total - left.min(total),
+                total,
+            }
         })
-        .unwrap_or_default();
-    runs.sort_by_key(|r| std::cmp::Reverse(r.started_at));
-    runs
+        .collect()
 }
 
 pub fn ls(args: LsArgs) -> Result<u8> {
     // A sweep directory is listed itself, with its shards.
-    let runs = match sweep::is_sweep_dir(&args.dir) {
-        true => sweep_info(&args.dir).into_iter().collect(),
-        false => list_runs(&args.dir),
+    let listed = match sweep::is_sweep_dir(&args.dir) {
+        true => runs::listed_sweep(&args.dir).into_iter().collect(),
+        false => runs::list_runs(&args.dir, crate::control::is_live),
     };
+    let runs: Vec<RunInfo> = listed.into_iter().map(run_info).collect();
     if args.json {
         super::print(&format!("{}\n", crate::model::text::to_json_pretty(&runs)?))?;
         return Ok(0);
@@ -242,15 +127,15 @@ fn table(runs: &[RunInfo], now: Timestamp) -> String {
     // Plan names used by runs whose plan files differ get a digest.
     let mut shas: HashMap<&str, HashSet<&str>> = HashMap::new();
     for r in runs {
-        shas.entry(r.plan.as_str())
+        shas.entry(r.run.plan.as_str())
             .or_default()
-            .insert(r.plan_sha256.as_deref().unwrap_or(""));
+            .insert(r.run.plan_sha256.as_deref().unwrap_or(""));
     }
-    let plan_name = |r: &RunInfo| match (&r.plan_sha256, shas.get(r.plan.as_str())) {
+    let plan_name = |r: &RunInfo| match (&r.run.plan_sha256, shas.get(r.run.plan.as_str())) {
         (Some(sha), Some(set)) if set.len() > 1 => {
-            format!("{}@{}", r.plan, &sha[..sha.len().min(6)])
+            format!("{}@{}", r.run.plan, &sha[..sha.len().min(6)])
         }
-        _ => r.plan.clone(),
+        _ => r.run.plan.clone(),
     };
     let width = runs
         .iter()
@@ -266,14 +151,14 @@ fn table(runs: &[RunInfo], now: Timestamp) -> String {
         let total = r.total.map_or_else(|| "?".into(), |t| t.to_string());
         text.push_str(&format!(
             "{:<11} {:<width$} {:<16}  {:>6}  {:>6}  {:>11}  {:>6}  {}\n{:<11} {}\n",
-            r.state.as_str(),
+            r.run.state.as_str(),
             plan_name(r),
-            r.started_at.minute_text(),
-            crate::model::span_text(now.seconds_since(r.started_at)),
-            crate::model::span_text(r.ran_s),
+            r.run.started_at.minute_text(),
+            crate::model::span_text(now.seconds_since(r.run.started_at)),
+            crate::model::span_text(r.run.ran_s),
             format!("{}/{}", r.done, total),
             r.failed,
-            r.dir.display(),
+            r.run.dir.display(),
             "",
             r.command
         ));
@@ -297,14 +182,17 @@ mod tests {
 
     fn run(plan: &str, sha: &str, state: RunState, started_min: i64) -> RunInfo {
         RunInfo {
-            dir: PathBuf::from(format!("runs/{plan}-{started_min}")),
-            plan: plan.into(),
-            state,
-            live: false,
-            started_at: Timestamp::from_unix_ms(started_min * 60_000),
-            ended_at: None,
-            ran_s: 245.0,
-            plan_sha256: Some(sha.into()),
+            run: ListedRun {
+                dir: PathBuf::from(format!("runs/{plan}-{started_min}")),
+                plan: plan.into(),
+                state,
+                live: false,
+                started_at: Timestamp::from_unix_ms(started_min * 60_000),
+                ended_at: None,
+                ran_s: 245.0,
+                plan_sha256: Some(sha.into()),
+                sweep: None,
+            },
             done: 3,
             total: Some(56),
             failed: 1,

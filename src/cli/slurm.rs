@@ -10,6 +10,7 @@ use super::{user, Context, Result};
 use crate::model::Timestamp;
 use crate::plan::Plan;
 use crate::store::{self, sweep};
+use crate::view::shards::cells_left;
 
 #[derive(clap::Args, Debug)]
 pub struct SlurmArgs {
@@ -328,55 +329,6 @@ fn record(dir: &Path, job: &str, shards: &[u32]) -> Result<()> {
     sweep::write_sweep(dir, &meta).map_err(super::store_error)
 }
 
-/// Array tasks of the sweep's jobs that Slurm still has queued or running
-/// (`JOB_TASK` → the task id); `None` when `squeue` cannot say (not a
-/// Slurm machine).
-pub fn queued_tasks(meta: &sweep::SweepMeta) -> Option<std::collections::HashSet<u32>> {
-    let jobs: Vec<&str> = meta.submissions.iter().map(|s| s.job_id.as_str()).collect();
-    let mut out = std::collections::HashSet::new();
-    if jobs.is_empty() {
-        return Some(out);
-    }
-    let o = Command::new("squeue")
-        .args(["-h", "-r", "-o", "%i %T", "-j", &jobs.join(",")])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())?;
-    for line in String::from_utf8_lossy(&o.stdout).lines() {
-        let mut words = line.split_whitespace();
-        let (Some(id), Some(state)) = (words.next(), words.next()) else {
-            continue;
-        };
-        // A task whose process is ending is judged by its files.
-        if matches!(
-            state,
-            "COMPLETING" | "COMPLETED" | "CANCELLED" | "FAILED" | "TIMEOUT"
-        ) {
-            continue;
-        }
-        if let Some(task) = id.split_once('_').and_then(|(_, t)| t.parse::<u32>().ok()) {
-            out.insert(task);
-        }
-    }
-    Some(out)
-}
-
-/// Cells of shard `index` still to measure: those with no record yet, and
-/// those whose failure the shard's last stop made (its resume measures them
-/// again).
-pub fn cells_left(plan: &Plan, count: u32, index: u32, shard_dir: &Path) -> usize {
-    let Ok(shard) = crate::plan::Shard::new(index, count) else {
-        return 0;
-    };
-    let part = plan.shard(shard);
-    let results = store::read_results(shard_dir).unwrap_or_default();
-    let cut = crate::view::replay::cut_short(&store::read_events(shard_dir), &results);
-    part.cells
-        .iter()
-        .filter(|c| results.get(&c.id).is_none() || cut.contains(&c.id))
-        .count()
-}
-
 fn resume(args: &SlurmArgs, dir: &Path) -> Result<u8> {
     if !sweep::is_sweep_dir(dir) {
         return Err(user(format!(
@@ -395,7 +347,7 @@ fn resume(args: &SlurmArgs, dir: &Path) -> Result<u8> {
             sweep::SBATCH
         )));
     }
-    let queued = queued_tasks(&meta).unwrap_or_default();
+    let queued = sweep::queued_tasks(&meta).unwrap_or_default();
     let mut again = Vec::new();
     let mut report = String::new();
     for i in 1..=meta.shards {

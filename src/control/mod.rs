@@ -482,5 +482,6 @@ pub fn is_live(run_dir: &Path) -> bool {
 pub mod file;
 #[cfg(test)]
 mod fuzz;
+pub mod shards;
 #[cfg(test)]
 mod tests;

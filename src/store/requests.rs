@@ -7,7 +7,7 @@ use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::{io_err, StoreError};
+use super::error::{io_err, Invalid, StoreError};
 use crate::model::{text, RequestRecord};
 
 /// Files over this size are compressed when the cell ends.
@@ -45,9 +45,7 @@ impl RequestsWriter {
         };
         self.line.clear();
         if let Err(e) = text::write_json_line(&mut self.line, rec) {
-            self.error = Some(StoreError::Invalid(format!(
-                "cannot encode a request record: {e}"
-            )));
+            self.error = Some(Invalid::encode("a request record")(e));
             self.out = None;
             return;
         }
@@ -120,12 +118,13 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, StoreError> {
         match serde_json::from_str(&line) {
             Ok(r) => out.push(r),
             Err(_) if lines.peek().is_none() => break,
-            Err(e) => {
-                return Err(StoreError::Invalid(format!(
-                    "{}:{}: not a request record: {e}",
-                    path.display(),
-                    i + 1
-                )))
+            Err(source) => {
+                return Err(Invalid::NotARequest {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    source,
+                }
+                .into())
             }
         }
     }

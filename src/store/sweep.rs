@@ -15,17 +15,23 @@
 //! and `heartbeat` (the host and pid running it, rewritten every few seconds:
 //! a sweep on another machine is alive while its heartbeat is fresh).
 //!
-//! Reading a sweep directory back merges its shards: every shard's results
-//! (the last record of a cell wins, by when it finished) and events (in time
-//! order), so `open`, `export`, `report` and `compare` see one grid.
+//! Reading a sweep directory back ([`super::read_results`],
+//! [`super::read_events`]) merges its shards: every shard's results (the last
+//! record of a cell wins, by when it finished) and events (in time order), so
+//! `open`, `export`, `report` and `compare` see one grid.
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{io_err, read_meta, write_synced, StoreError, PLAN};
-use crate::model::{text, CellRecord, Event, RunState, Timestamp};
+use super::error::{io_err, Invalid, StoreError};
+use super::file::write_synced;
+use super::lock::is_locked;
+use super::meta::read_meta;
+use super::PLAN;
+use crate::model::{text, RunState, Timestamp};
 
 pub const SWEEP: &str = "sweep.json";
 pub const SHARDS: &str = "shards";
@@ -91,13 +97,12 @@ pub fn shard_dir(sweep: &Path, index: u32) -> PathBuf {
 pub fn read_sweep(dir: &Path) -> Result<SweepMeta, StoreError> {
     let p = dir.join(SWEEP);
     let text = fs::read_to_string(&p).map_err(io_err(&p))?;
-    serde_json::from_str(&text).map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display())))
+    serde_json::from_str(&text).map_err(Invalid::unreadable(&p))
 }
 
 /// Write `sweep.json` (write, then rename: never half-written).
 pub fn write_sweep(dir: &Path, meta: &SweepMeta) -> Result<(), StoreError> {
-    let text = text::to_json_pretty(meta)
-        .map_err(|e| StoreError::Invalid(format!("cannot encode {SWEEP}: {e}")))?;
+    let text = text::to_json_pretty(meta).map_err(Invalid::encode(SWEEP))?;
     let tmp = dir.join(".sweep.json.tmp");
     write_synced(&tmp, text.as_bytes())?;
     let p = dir.join(SWEEP);
@@ -110,11 +115,10 @@ pub fn create_sweep(dir: &Path, plan_source: &str, meta: &SweepMeta) -> Result<(
     if dir.exists() {
         let empty = fs::read_dir(dir).map_err(io_err(dir))?.next().is_none();
         if !empty {
-            return Err(StoreError::Invalid(format!(
-                "{} already exists and is not empty: choose another --out, or continue it with `sweeptop slurm --resume {}`",
-                dir.display(),
-                dir.display()
-            )));
+            return Err(Invalid::SweepExists {
+                dir: dir.to_path_buf(),
+            }
+            .into());
         }
     }
     for d in [dir.to_path_buf(), dir.join(SHARDS), dir.join(SLURM_OUT)] {
@@ -125,8 +129,7 @@ pub fn create_sweep(dir: &Path, plan_source: &str, meta: &SweepMeta) -> Result<(
 }
 
 pub fn write_shard(run_dir: &Path, shard: ShardFile) -> Result<(), StoreError> {
-    let text = text::to_json_pretty(&shard)
-        .map_err(|e| StoreError::Invalid(format!("cannot encode {SHARD}: {e}")))?;
+    let text = text::to_json_pretty(&shard).map_err(Invalid::encode(SHARD))?;
     write_synced(&run_dir.join(SHARD), text.as_bytes())
 }
 
@@ -138,7 +141,7 @@ pub fn read_shard(run_dir: &Path) -> Result<Option<ShardFile>, StoreError> {
     match fs::read_to_string(&p) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display()))),
+            .map_err(Invalid::unreadable(&p)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err(&p)(e)),
     }
@@ -190,6 +193,39 @@ pub fn shard_dirs(sweep: &Path) -> Vec<(u32, PathBuf)> {
     out
 }
 
+/// Array tasks of the sweep's jobs that Slurm still has queued or running
+/// (`JOB_TASK` → the task id); `None` when `squeue` cannot say (not a
+/// Slurm machine).
+pub fn queued_tasks(meta: &SweepMeta) -> Option<HashSet<u32>> {
+    let jobs: Vec<&str> = meta.submissions.iter().map(|s| s.job_id.as_str()).collect();
+    let mut out = HashSet::new();
+    if jobs.is_empty() {
+        return Some(out);
+    }
+    let o = std::process::Command::new("squeue")
+        .args(["-h", "-r", "-o", "%i %T", "-j", &jobs.join(",")])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let mut words = line.split_whitespace();
+        let (Some(id), Some(state)) = (words.next(), words.next()) else {
+            continue;
+        };
+        // A task whose process is ending is judged by its files.
+        if matches!(
+            state,
+            "COMPLETING" | "COMPLETED" | "CANCELLED" | "FAILED" | "TIMEOUT"
+        ) {
+            continue;
+        }
+        if let Some(task) = id.split_once('_').and_then(|(_, t)| t.parse::<u32>().ok()) {
+            out.insert(task);
+        }
+    }
+    Some(out)
+}
+
 /// Where a shard stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -229,7 +265,7 @@ impl ShardState {
 /// this machine), or it is recorded as running and its heartbeat is fresh
 /// (one on another machine).
 pub fn shard_alive(run_dir: &Path) -> bool {
-    if super::is_locked(run_dir) {
+    if is_locked(run_dir) {
         return true;
     }
     if !read_meta(run_dir).is_ok_and(|m| m.state == RunState::Running) {
@@ -279,72 +315,10 @@ pub fn shard_state(run_dir: &Path) -> ShardState {
     }
 }
 
-/// Every shard's results merged: the last record of a cell wins (by when it
-/// finished, then by shard and line order).
-pub fn read_results(sweep: &Path) -> Result<super::Results, StoreError> {
-    let mut all: Vec<(Timestamp, u32, usize, CellRecord)> = Vec::new();
-    let mut problems = Vec::new();
-    for (i, dir) in shard_dirs(sweep) {
-        let r = super::read_results(&dir)?;
-        problems.extend(r.problems);
-        all.extend(
-            r.records
-                .into_iter()
-                .enumerate()
-                .map(|(n, rec)| (rec.finished_at, i, n, rec)),
-        );
-    }
-    all.sort_by_key(|a| (a.0, a.1, a.2));
-    let mut out = super::Results {
-        records: Vec::new(),
-        problems,
-    };
-    let mut index: std::collections::HashMap<String, usize> = Default::default();
-    for (_, _, _, r) in all {
-        match index.get(&r.cell) {
-            Some(&at) => out.records[at] = r,
-            None => {
-                index.insert(r.cell.clone(), out.records.len());
-                out.records.push(r);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Every shard's events in time order (events without a time keep their place
-/// after the one before them in their shard). A shard's own start and end
-/// are not the sweep's: only the first start and, once every shard has
-/// ended, the last end are kept.
-pub fn read_events(sweep: &Path) -> Vec<Event> {
-    let mut all: Vec<(Timestamp, u32, usize, Event)> = Vec::new();
-    for (i, dir) in shard_dirs(sweep) {
-        let mut last = Timestamp::from_unix_ms(0);
-        for (n, ev) in super::read_events(&dir).into_iter().enumerate() {
-            if let Some(at) = ev.at() {
-                last = at;
-            }
-            all.push((last, i, n, ev));
-        }
-    }
-    all.sort_by_key(|a| (a.0, a.1, a.2));
-    all.into_iter()
-        .map(|(_, _, _, ev)| ev)
-        .filter(|ev| {
-            !matches!(
-                ev,
-                Event::SweepStarted { .. }
-                    | Event::SweepFinished { .. }
-                    | Event::SweepInterrupted { .. }
-            )
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Status;
+    use crate::model::{CellRecord, Status};
 
     fn record(cell: &str, finished_ms: i64, status: Status) -> CellRecord {
         let mut r: CellRecord = serde_json::from_value(serde_json::json!({
@@ -391,7 +365,7 @@ mod tests {
         // `a` measured again later, in another shard's directory.
         append(&shard_dir(&d, 2), &record("a", 30, Status::Skipped));
         append(&shard_dir(&d, 1), &record("c", 5, Status::Skipped));
-        let r = read_results(&d).unwrap();
+        let r = super::super::read_results(&d).unwrap();
         let cells: Vec<(&str, i64)> = r
             .records
             .iter()

@@ -9,5 +9,6 @@
 
 pub mod grid;
 pub mod replay;
+pub mod shards;
 pub mod state;
 pub mod text;

@@ -15,13 +15,8 @@ use crate::store;
 /// newer version's events); a directory that is not a run is an error.
 pub fn load_run(dir: &Path) -> Result<ViewState, store::StoreError> {
     if !store::is_run_dir(dir) {
-        return Err(store::StoreError::Invalid(format!(
-            "{} is not a run directory (no {}, {} or {})",
-            dir.display(),
-            store::PLAN,
-            store::EVENTS,
-            store::RESULTS
-        )));
+        let dir = dir.to_path_buf();
+        return Err(store::Invalid::NotARun { dir }.into());
     }
     let plan = plan_of_run(dir).ok().map(Arc::new);
     let mut view = ViewState::new(plan);

@@ -1,0 +1,91 @@
+//! What can go wrong with a run directory: the disk, named with the file it
+//! was about, or the directory (or a file in it) not being what was asked
+//! for, which is the user's to fix and told as it is.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::{EVENTS, PLAN, RESULTS};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+}
+
+/// A directory or a file in it that is not what was asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error("{dir} is not a run directory (no {PLAN})")]
+    NoPlan { dir: PathBuf },
+    #[error("{dir} is not a run directory (no {PLAN}, {EVENTS} or {RESULTS})")]
+    NotARun { dir: PathBuf },
+    #[error("{dir} already holds a run; continue it with `sweeptop run --resume {dir}`")]
+    HoldsARun { dir: PathBuf },
+    #[error(
+        "{dir} is not empty ({entry} is there) and holds no sweeptop run; \
+         name a new directory with --out (it is created for you)"
+    )]
+    NotEmpty { dir: PathBuf, entry: String },
+    #[error("a sweep is already running in {dir}: attach with `sweeptop attach {dir}`")]
+    Locked { dir: PathBuf },
+    #[error(
+        "{dir} already exists and is not empty: choose another --out, \
+         or continue it with `sweeptop slurm --resume {dir}`"
+    )]
+    SweepExists { dir: PathBuf },
+    /// `run.json`, `sweep.json` or `shard.json` that does not read.
+    #[error("{path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{path}:{line}: not a request record: {source}")]
+    NotARequest {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        /// The record: `result`, `run.json`…
+        what: &'static str,
+        source: serde_json::Error,
+    },
+}
+
+impl Invalid {
+    /// The error for `what` that would not encode.
+    pub(super) fn encode(what: &'static str) -> impl FnOnce(serde_json::Error) -> StoreError {
+        move |source| Invalid::Encode { what, source }.into()
+    }
+
+    /// The error for a file at `path` that does not read as JSON.
+    pub(super) fn unreadable(path: &Path) -> impl FnOnce(serde_json::Error) -> StoreError + '_ {
+        move |source| {
+            Invalid::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            }
+            .into()
+        }
+    }
+}
+
+/// What the user is told: the command line says an invalid directory in
+/// one line, as it is.
+impl From<Invalid> for String {
+    fn from(e: Invalid) -> String {
+        e.to_string()
+    }
+}
+
+/// The error for an I/O failure on `path`.
+pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
