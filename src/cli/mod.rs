@@ -138,7 +138,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
 /// user's to fix; a failing disk is not.
 pub fn store_error(e: crate::store::StoreError) -> Error {
     match e {
-        crate::store::StoreError::Invalid(message) => user(message),
+        crate::store::StoreError::Invalid(problem) => user(problem),
         io => Error::Internal(eyre::Report::new(io)),
     }
 }

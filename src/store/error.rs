@@ -76,12 +76,6 @@ impl Invalid {
 
 /// What the user is told: the command line says an invalid directory in
 /// one line, as it is.
-impl From<Invalid> for String {
-    fn from(e: Invalid) -> String {
-        e.to_string()
-    }
-}
-
 /// The error for an I/O failure on `path`.
 pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
