@@ -1,14 +1,17 @@
 //! The live terminal dashboard. Its state is a fold of the engine's events
 //! ([`state`]), so a live sweep, a resumed one and `sweeptop open DIR` are the
 //! same view; keys are data ([`keymap`]), looks are data ([`theme`]); [`app`]
-//! applies actions, [`draw`] renders without changing anything, and
-//! [`terminal`] owns the screen and the frame loop.
+//! applies actions to the view and to [`ui`] (where the user is looking),
+//! [`layout`] places the panes, [`draw`] renders without changing anything,
+//! and [`terminal`] owns the screen and the frame loop.
 
 pub mod app;
 pub mod draw;
 pub mod keymap;
+pub mod layout;
 pub mod terminal;
 pub mod theme;
+pub mod ui;
 
 #[cfg(test)]
 mod tests;
@@ -24,10 +27,11 @@ use crate::engine::{Bus, Request};
 use crate::model::{Event, Level};
 use crate::view::state::ViewState;
 
-use app::{App, Look, Mode};
+use app::{App, Mode};
 use keymap::Keymap;
 use terminal::{Input, LoopEnd};
 use theme::Theme;
+use ui::Look;
 
 /// A keys or theme file the dashboard cannot use (the message names the file).
 #[derive(Debug, thiserror::Error)]

@@ -11,9 +11,10 @@ use ratatui::style::Color;
 use ratatui::Terminal;
 use tokio::sync::mpsc;
 
-use super::app::{Action, App, Look, Mode, Overlay};
+use super::app::{Action, App, Mode};
 use super::keymap::Keymap;
 use super::theme::Theme;
+use super::ui::{Look, Overlay};
 use crate::engine::Request;
 use crate::model::{
     CellRecord, Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, GpuProcess,
@@ -1431,7 +1432,7 @@ fn with_the_mouse_a_click_selects_a_cell_and_the_wheel_scrolls() {
     );
     assert_eq!(app.grid.configs[app.ui.sel_config].id, "tp1-dflash");
     assert_eq!(app.ui.sel_col, Some(2));
-    assert_eq!(app.ui.focus, super::app::Focus::Grid);
+    assert_eq!(app.ui.focus, super::ui::Focus::Grid);
     // A click on a row label selects the whole config.
     mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 4, row);
     assert_eq!(app.ui.sel_col, None);
@@ -1439,14 +1440,14 @@ fn with_the_mouse_a_click_selects_a_cell_and_the_wheel_scrolls() {
     let log_row = lines.iter().position(|l| l.contains("Server log")).unwrap() as u16 + 2;
     mouse(&mut app, MouseEventKind::ScrollUp, 100, log_row);
     assert_eq!(app.ui.log_back, 3);
-    assert_eq!(app.ui.focus, super::app::Focus::Grid);
+    assert_eq!(app.ui.focus, super::ui::Focus::Grid);
     mouse(
         &mut app,
         MouseEventKind::Down(MouseButton::Left),
         100,
         log_row,
     );
-    assert_eq!(app.ui.focus, super::app::Focus::Log);
+    assert_eq!(app.ui.focus, super::ui::Focus::Log);
 }
 
 #[test]
@@ -1458,7 +1459,7 @@ fn the_gpu_panel_zoomed_draws_a_utilisation_chart_per_gpu() {
     let (mut app, _rx) = live(s.view());
     press(&mut app, KeyCode::Tab);
     press(&mut app, KeyCode::Tab);
-    assert_eq!(app.ui.focus, super::app::Focus::Gpu);
+    assert_eq!(app.ui.focus, super::ui::Focus::Gpu);
     press(&mut app, KeyCode::Char('z'));
     let text = screen(&render(&mut app, 80, 24));
     assert!(
