@@ -49,13 +49,10 @@ impl App {
         redraw
     }
 
+    /// The results are re-read; the message says so once they have been.
     pub(super) fn events_missed(&mut self) -> Redraw {
         self.reload_results();
-        self.flash(
-            Level::Warn,
-            "the view fell behind; results re-read from the run directory".into(),
-        );
-        Redraw::Now
+        Redraw::No
     }
 
     pub(super) fn logs_missed(&mut self, n: u64) -> Redraw {

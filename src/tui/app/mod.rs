@@ -4,7 +4,8 @@
 //! keys themselves ([`keys`]), moving the selection and scrolling
 //! ([`navigate`]), the grid's filter and sort ([`arrange`]), the typed line
 //! ([`search`]), commands to the engine ([`commands`]), folding the engine's
-//! events ([`events`]) and the run directory's files ([`disk`]).
+//! events ([`events`]) and asking for disk work and applying its results
+//! ([`disk`]).
 
 mod arrange;
 mod commands;
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 
 use tokio::sync::mpsc;
 
+use super::disk::{Done, Job};
 use super::keymap::{Key, Keymap};
 use super::layout::{self, Areas};
 use super::theme::Theme;
@@ -28,11 +30,8 @@ use crate::model::{Event, Level, Timestamp};
 use crate::view::grid::{Grid, ValueMode};
 use crate::view::state::{Sweep, ViewState};
 
-#[cfg(test)]
-pub use disk::{EXPORT_CSV, EXPORT_MD};
-
 /// Everything that can change the dashboard.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Action {
     /// A bound key.
     Key(Key),
@@ -69,6 +68,8 @@ pub enum Action {
     Resize(u16, u16),
     /// The engine has returned: nothing more will arrive.
     EngineDone,
+    /// Disk work asked for earlier has been done.
+    Disk(Done),
 }
 
 impl Action {
@@ -132,8 +133,10 @@ pub struct App {
     pub engine_done: bool,
     /// The dashboard should close.
     pub exit: bool,
-    /// The config whose log file a read-only view shows.
+    /// The config whose log file a read-only view shows (or has asked for).
     log_file_config: Option<String>,
+    /// Disk work asked for and not yet handed to the worker.
+    jobs: Vec<Job>,
 }
 
 /// How long a message stays on the alert line.
@@ -176,6 +179,7 @@ impl App {
             engine_done: false,
             exit: false,
             log_file_config: None,
+            jobs: Vec::new(),
         };
         app.now = app.view.latest_at;
         if !app.keymap.notes.is_empty() {
@@ -269,6 +273,7 @@ impl App {
                 Redraw::Now
             }
             Action::EngineDone => self.engine_returned(),
+            Action::Disk(done) => self.disk_done(done),
         }
     }
 
