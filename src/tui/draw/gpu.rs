@@ -40,17 +40,22 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         return message(frame, app, inner, &["no GPUs"]);
     }
     let active = app.view.active_gpus().unwrap_or_default();
-    let n = snap.gpus.len();
-    let (w, h) = (inner.width as usize, inner.height as usize);
+    let panel = Panel {
+        gpus: &snap.gpus,
+        active: &active,
+        w: inner.width as usize,
+        h: inner.height as usize,
+    };
+    let (n, w, h) = (panel.gpus.len(), panel.w, panel.h);
     // Zoomed (Tab to the GPUs, then `z`), every GPU gets the full form and,
     // with the rows to spare, a utilisation chart as nvtop draws it.
     let zoomed = app.ui.zoom && app.ui.focus == Focus::Gpu;
     let lines = if (n < 8 || zoomed) && n * 3 <= h && w >= 40 {
-        full_rows(app, &snap.gpus, &active, w, h)
+        full_rows(app, &panel)
     } else if n <= h {
-        compact_rows(app, &snap.gpus, &active, zoomed, w, h)
+        compact_rows(app, &panel, zoomed)
     } else {
-        packed_rows(app, &snap.gpus, &active, w, h)
+        packed_rows(app, &panel)
     };
     frame.render_widget(Paragraph::new(lines), inner);
 }
@@ -95,14 +100,18 @@ fn status_lines(st: &GpuStatus) -> Vec<String> {
     }
 }
 
-/// Three rows per GPU, each with its chart below when there are rows to spare.
-fn full_rows(
-    app: &App,
-    gpus: &[GpuSample],
-    active: &[u32],
+/// The GPUs of the latest sample, those the running configs use, and the
+/// panel's room for them.
+struct Panel<'a> {
+    gpus: &'a [GpuSample],
+    active: &'a [u32],
     w: usize,
     h: usize,
-) -> Vec<Line<'static>> {
+}
+
+/// Three rows per GPU, each with its chart below when there are rows to spare.
+fn full_rows(app: &App, p: &Panel) -> Vec<Line<'static>> {
+    let Panel { gpus, active, w, h } = *p;
     let n = gpus.len();
     let chart_h = ((h - n * 3) / n).min(12);
     let mut lines = Vec::new();
@@ -117,14 +126,8 @@ fn full_rows(
 
 /// One row per GPU; zoomed with rows to spare, the running config's GPUs
 /// (else all) as one chart of their mean utilisation.
-fn compact_rows(
-    app: &App,
-    gpus: &[GpuSample],
-    active: &[u32],
-    zoomed: bool,
-    w: usize,
-    h: usize,
-) -> Vec<Line<'static>> {
+fn compact_rows(app: &App, p: &Panel, zoomed: bool) -> Vec<Line<'static>> {
+    let Panel { gpus, active, w, h } = *p;
     let n = gpus.len();
     let columns = Columns::fit(gpus, w);
     let mut lines: Vec<Line> = gpus
@@ -154,13 +157,8 @@ fn compact_rows(
 /// Several GPUs per row; then, on rows of their own when there are any,
 /// whose GPUs are whose (configs side by side) and the hottest GPU with the
 /// total draw (packed rows have no room for temperature and power).
-fn packed_rows(
-    app: &App,
-    gpus: &[GpuSample],
-    active: &[u32],
-    w: usize,
-    h: usize,
-) -> Vec<Line<'static>> {
+fn packed_rows(app: &App, p: &Panel) -> Vec<Line<'static>> {
+    let Panel { gpus, active, w, h } = *p;
     let t = app.theme();
     let sym = app.symbols();
     let per_row = gpus.len().div_ceil(h.max(1));
