@@ -314,7 +314,7 @@ impl Chord {
     }
 
     /// Parse `p`, `G`, `?`, `ctrl-c`, `alt-x`, `enter`, `tab`, `esc`, `up`, `f5`, `space`…
-    pub fn parse(s: &str) -> Result<Chord, String> {
+    pub fn parse(s: &str) -> Result<Chord, UnknownKey> {
         let mut ctrl = false;
         let mut alt = false;
         let mut rest = s;
@@ -355,7 +355,7 @@ impl Chord {
                 {
                     KeyCode::F(f[1..].parse().unwrap_or(1))
                 }
-                _ => return Err(format!("unknown key \"{s}\"")),
+                _ => return Err(UnknownKey(s.to_string())),
             },
         };
         Ok(Chord { code, ctrl, alt })
@@ -405,11 +405,48 @@ pub struct Keymap {
     pub notes: Vec<String>,
 }
 
+/// A key name no terminal key goes by.
 #[derive(Debug, thiserror::Error)]
-#[error("{file}: {message}")]
+#[error("unknown key \"{0}\"")]
+pub struct UnknownKey(pub String);
+
+/// A keys file the dashboard cannot use: the file, and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {problem}")]
 pub struct KeymapError {
     pub file: String,
-    pub message: String,
+    #[source]
+    pub problem: KeysFileProblem,
+}
+
+/// What is wrong with a keys file.
+#[derive(Debug, thiserror::Error)]
+pub enum KeysFileProblem {
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("unknown action \"{0}\" (actions: {actions})", actions = action_names())]
+    UnknownAction(String),
+    #[error("{0}: keys must be strings")]
+    NotStrings(String),
+    #[error("{0}: a key or a list of keys")]
+    NotKeys(String),
+    #[error("{action}: {source}")]
+    Key {
+        action: String,
+        #[source]
+        source: UnknownKey,
+    },
+}
+
+/// The names `keys.toml` knows, in table order.
+fn action_names() -> String {
+    BINDINGS
+        .iter()
+        .map(|b| b.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Default for Keymap {
@@ -465,19 +502,16 @@ impl Keymap {
     /// lists (a string or a list of strings, `[]` to unbind); a key taken by
     /// another action moves to the one named.
     pub fn with_overrides(mut self, text: &str, file: &Path) -> Result<Keymap, KeymapError> {
-        let err = |message: String| KeymapError {
+        let err = |problem: KeysFileProblem| KeymapError {
             file: file.display().to_string(),
-            message,
+            problem,
         };
-        let table: toml::Table = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let table: toml::Table = toml::from_str(text).map_err(|e| err(e.into()))?;
         for (name, value) in &table {
-            let binding = BINDINGS.iter().find(|b| b.name == name).ok_or_else(|| {
-                let names: Vec<&str> = BINDINGS.iter().map(|b| b.name).collect();
-                err(format!(
-                    "unknown action \"{name}\" (actions: {})",
-                    names.join(", ")
-                ))
-            })?;
+            let binding = BINDINGS
+                .iter()
+                .find(|b| b.name == name)
+                .ok_or_else(|| err(KeysFileProblem::UnknownAction(name.clone())))?;
             let keys: Vec<String> = match value {
                 toml::Value::String(s) => vec![s.clone()],
                 toml::Value::Array(a) => a
@@ -485,14 +519,21 @@ impl Keymap {
                     .map(|v| {
                         v.as_str()
                             .map(str::to_string)
-                            .ok_or_else(|| err(format!("{name}: keys must be strings")))
+                            .ok_or_else(|| err(KeysFileProblem::NotStrings(name.clone())))
                     })
                     .collect::<Result<_, _>>()?,
-                _ => return Err(err(format!("{name}: a key or a list of keys"))),
+                _ => return Err(err(KeysFileProblem::NotKeys(name.clone()))),
             };
             let chords: Vec<Chord> = keys
                 .iter()
-                .map(|k| Chord::parse(k).map_err(|e| err(format!("{name}: {e}"))))
+                .map(|k| {
+                    Chord::parse(k).map_err(|source| {
+                        err(KeysFileProblem::Key {
+                            action: name.clone(),
+                            source,
+                        })
+                    })
+                })
                 .collect::<Result<_, _>>()?;
             for (key, existing) in &mut self.entries {
                 if *key == binding.key {
@@ -529,7 +570,7 @@ impl Keymap {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Keymap::default()),
             Err(e) => Err(KeymapError {
                 file: path.display().to_string(),
-                message: e.to_string(),
+                problem: e.into(),
             }),
         }
     }

@@ -1,14 +1,19 @@
 //! The live terminal dashboard. Its state is a fold of the engine's events
 //! ([`state`]), so a live sweep, a resumed one and `sweeptop open DIR` are the
 //! same view; keys are data ([`keymap`]), looks are data ([`theme`]); [`app`]
-//! applies actions, [`draw`] renders without changing anything, and
-//! [`terminal`] owns the screen and the frame loop.
+//! applies actions to the view and to [`ui`] (where the user is looking),
+//! [`layout`] places the panes, [`draw`] renders without changing anything,
+//! [`disk`] reads and writes the run directory off the dashboard's thread,
+//! and [`terminal`] owns the screen and the frame loop.
 
 pub mod app;
+pub mod disk;
 pub mod draw;
 pub mod keymap;
+pub mod layout;
 pub mod terminal;
 pub mod theme;
+pub mod ui;
 
 #[cfg(test)]
 mod tests;
@@ -24,10 +29,11 @@ use crate::engine::{Bus, Request};
 use crate::model::{Event, Level};
 use crate::view::state::ViewState;
 
-use app::{App, Look, Mode};
+use app::{App, Mode};
 use keymap::Keymap;
 use terminal::{Input, LoopEnd};
 use theme::Theme;
+use ui::Look;
 
 /// A keys or theme file the dashboard cannot use (the message names the file).
 #[derive(Debug, thiserror::Error)]
@@ -107,10 +113,14 @@ pub fn show_recorded(
         app.notice(Level::Warn, w);
     }
     let (tx, rx) = sync_channel::<Input>(256);
+    // The key reader's sender is the one input: disk work answers on it
+    // while it lives.
+    let tx = Arc::new(tx);
+    let disk = Arc::downgrade(&tx);
     let stop = Arc::new(AtomicBool::new(false));
     let guard = terminal::Guard::enter(mouse)?;
     terminal::spawn_input_reader(tx, stop.clone());
-    let end = terminal::frame_loop(&mut app, &rx, false);
+    let end = terminal::frame_loop(&mut app, &rx, disk, false);
     stop.store(true, Ordering::SeqCst);
     drop(guard);
     Ok(match end {
@@ -122,7 +132,8 @@ pub fn show_recorded(
 /// A live dashboard running on its own thread beside the engine.
 pub struct Dashboard {
     thread: std::thread::JoinHandle<()>,
-    input: SyncSender<Input>,
+    /// Shared with the key reader; disk work answers on it while it lives.
+    input: Arc<SyncSender<Input>>,
     done: Option<oneshot::Sender<()>>,
     stop_keys: Arc<AtomicBool>,
     /// Set when the view went away (hangup, panic) and the sweep runs on without it.
@@ -152,8 +163,9 @@ impl Dashboard {
         tokio::spawn(forward_logs(bus.logs.subscribe(), tx.clone()));
         tokio::spawn(watch_hangup(tx.clone()));
         let stop_keys = Arc::new(AtomicBool::new(false));
-        let input = tx.clone();
-        terminal::spawn_input_reader(tx, stop_keys.clone());
+        let input = Arc::new(tx);
+        let disk = Arc::downgrade(&input);
+        terminal::spawn_input_reader(input.clone(), stop_keys.clone());
         let detached = Arc::new(AtomicBool::new(false));
         let detached_flag = detached.clone();
         let thread = std::thread::Builder::new()
@@ -172,7 +184,7 @@ impl Dashboard {
                     setup.look,
                 );
                 let end = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    terminal::frame_loop(&mut app, &rx, true)
+                    terminal::frame_loop(&mut app, &rx, disk, true)
                 }));
                 drop(guard);
                 match end {
@@ -218,7 +230,7 @@ impl Dashboard {
 
     /// A way to close the dashboard from elsewhere (a signal handler).
     pub fn closer(&self) -> Closer {
-        Closer(self.input.clone())
+        Closer(SyncSender::clone(&self.input))
     }
 
     /// Whether the dashboard thread has ended (the user left it).

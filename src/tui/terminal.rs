@@ -10,7 +10,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Once, Weak};
 use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyEvent, KeyEventKind, MouseEvent};
@@ -20,6 +20,7 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 
 use super::app::{Action, App, Redraw};
+use super::disk::{Done, Worker};
 use super::draw;
 use crate::model::{Event, Timestamp};
 
@@ -29,6 +30,9 @@ pub const FRAME_MIN: Duration = Duration::from_millis(100);
 pub const FRAME_DATA: Duration = Duration::from_millis(1000);
 /// The clock's beat.
 const TICK: Duration = Duration::from_secs(1);
+/// How long a closing view waits for disk work still under way (an export
+/// being written) before it goes anyway.
+const DISK_WAIT: Duration = Duration::from_secs(5);
 
 /// What reaches the dashboard thread.
 #[derive(Debug)]
@@ -45,6 +49,8 @@ pub enum Input {
     EngineDone,
     /// SIGINT or SIGTERM: once the sweep has ended there is nothing to wait for.
     Close,
+    /// Disk work the view asked for has been done.
+    Disk(Done),
 }
 
 /// Whether the terminal is in raw mode on the alternate screen (so a panic
@@ -184,7 +190,7 @@ impl Screen {
 /// crossterm's reader would spin on it for the rest of the sweep. So the
 /// terminal is polled here first, a hang-up ends the reader, and crossterm is
 /// only asked for what is already there (keys, or a resize it has queued).
-pub fn spawn_input_reader(tx: SyncSender<Input>, stop: Arc<AtomicBool>) {
+pub fn spawn_input_reader(tx: Arc<SyncSender<Input>>, stop: Arc<AtomicBool>) {
     let _ = std::thread::Builder::new()
         .name("sweeptop-tui-keys".into())
         .spawn(move || {
@@ -284,12 +290,33 @@ fn handle(app: &mut App, input: Input) -> Result<Redraw, LoopEnd> {
         Input::Close if app.engine_done => return Err(LoopEnd::Exit),
         Input::Close => Redraw::No,
         Input::EngineDone => app.update(Action::EngineDone),
+        Input::Disk(done) => app.update(Action::Disk(done)),
     })
 }
 
 /// Draw and react until the app exits, the terminal goes, or the inputs close.
 /// `live_clock`: tick with the wall clock (a recorded run keeps its own time).
-pub fn frame_loop(app: &mut App, rx: &Receiver<Input>, live_clock: bool) -> LoopEnd {
+///
+/// Disk work the app asks for is done on a thread of its own, and what it
+/// finds comes back through `disk` as input. That is a weak hold on the
+/// channel, kept alive by the inputs' own senders: the loop still sees when
+/// every one of them is gone.
+pub fn frame_loop(
+    app: &mut App,
+    rx: &Receiver<Input>,
+    disk: Weak<SyncSender<Input>>,
+    live_clock: bool,
+) -> LoopEnd {
+    let worker = Worker::start(move |done| {
+        disk.upgrade()
+            .is_some_and(|tx| tx.send(Input::Disk(done)).is_ok())
+    });
+    let end = frames(app, rx, &worker, live_clock);
+    worker.finish(DISK_WAIT);
+    end
+}
+
+fn frames(app: &mut App, rx: &Receiver<Input>, worker: &Worker, live_clock: bool) -> LoopEnd {
     let mut screen = match Screen::new() {
         Ok(s) => s,
         Err(_) => return LoopEnd::Detached,
@@ -304,6 +331,11 @@ pub fn frame_loop(app: &mut App, rx: &Receiver<Input>, live_clock: bool) -> Loop
     let mut last_frame: Option<Instant> = None;
     let mut next_tick = Instant::now() + TICK;
     loop {
+        for job in app.take_jobs() {
+            if let Some(done) = worker.ask(job) {
+                pending = pending.max(app.update(Action::Disk(done)));
+            }
+        }
         if app.exit {
             return LoopEnd::Exit;
         }

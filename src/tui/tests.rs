@@ -3,7 +3,9 @@
 //! against the commands they send.
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
@@ -11,9 +13,11 @@ use ratatui::style::Color;
 use ratatui::Terminal;
 use tokio::sync::mpsc;
 
-use super::app::{Action, App, Look, Mode, Overlay};
+use super::app::{Action, App, Mode, Redraw};
+use super::disk::Worker;
 use super::keymap::Keymap;
 use super::theme::Theme;
+use super::ui::{Look, Overlay};
 use crate::engine::Request;
 use crate::model::{
     CellRecord, Command, ContextNumbers, Event, Failure, FailureKind, FailureSource, GpuProcess,
@@ -382,6 +386,28 @@ fn draw_as_is(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
 
 fn screen(t: &Terminal<TestBackend>) -> String {
     t.backend().to_string()
+}
+
+/// Hand the disk work the app asked for to a worker, as the frame loop does,
+/// and apply each result as it comes back, until the worker is done.
+fn finish_disk_work(app: &mut App) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = Worker::start(move |done| tx.send(done).is_ok());
+    for job in app.take_jobs() {
+        if let Some(done) = worker.ask(job) {
+            app.update(Action::Disk(done));
+        }
+    }
+    drop(worker);
+    loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(done) => {
+                app.update(Action::Disk(done));
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => panic!("the disk work took over 30 s"),
+        }
+    }
 }
 
 fn press(app: &mut App, code: KeyCode) {
@@ -961,8 +987,9 @@ fn export_writes_csv_and_markdown_into_the_run_directory() {
         look(),
     );
     press(&mut app, KeyCode::Char('e'));
-    let csv = std::fs::read_to_string(dir.join(super::app::EXPORT_CSV)).unwrap();
-    let md = std::fs::read_to_string(dir.join(super::app::EXPORT_MD)).unwrap();
+    finish_disk_work(&mut app);
+    let csv = std::fs::read_to_string(dir.join(super::disk::EXPORT_CSV)).unwrap();
+    let md = std::fs::read_to_string(dir.join(super::disk::EXPORT_MD)).unwrap();
     assert_eq!(csv.lines().count(), 1 + 4 * 7);
     assert!(md.contains("tp1-ddtree-b8"));
     let f = app.ui.flash.clone().unwrap();
@@ -971,6 +998,50 @@ fn export_writes_csv_and_markdown_into_the_run_directory() {
         "{}",
         f.text
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_recorded_run_reads_its_log_file_off_the_dashboards_thread() {
+    let dir = std::env::temp_dir().join(format!("sweeptop-tui-logfile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(crate::store::LOGS)).unwrap();
+    let mut app = App::new(
+        crash_story().view(),
+        Mode::ReadOnly,
+        dir.clone(),
+        Keymap::default(),
+        Theme::dark(),
+        look(),
+    );
+    let config = app.grid.configs[app.ui.sel_config].id.clone();
+    // A log file that cannot be read until it is written: a named pipe, as a
+    // hung network mount would hold the read.
+    let path = dir.join(crate::store::LOGS).join(format!("{config}.log"));
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates the file.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = Worker::start(move |done| tx.send(done).is_ok());
+    for job in app.take_jobs() {
+        assert!(worker.ask(job).is_none(), "handed to the worker");
+    }
+    // While the read waits, keys are taken and frames drawn.
+    let before = screen(&render(&mut app, 120, 40));
+    assert!(!before.contains("a line from the log file"), "{before}");
+    press(&mut app, KeyCode::Char('v'));
+    assert!(!screen(&render(&mut app, 120, 40)).contains("a line from the log file"));
+    assert!(rx.try_recv().is_err(), "nothing read yet");
+    let writer = std::thread::spawn(move || {
+        std::fs::write(&path, "a line from the log file\n").unwrap();
+    });
+    let done = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the log file is read once it is written");
+    writer.join().unwrap();
+    assert_eq!(app.update(Action::Disk(done)), Redraw::Now);
+    let after = screen(&render(&mut app, 120, 40));
+    assert!(after.contains("a line from the log file"), "{after}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1079,7 +1150,6 @@ fn theme_and_value_keys_cycle() {
 
 #[test]
 fn log_lines_and_gpu_samples_wait_for_the_tick() {
-    use super::app::Redraw;
     let (mut app, _rx) = live(running_story().view());
     app.update(Action::Resize(120, 40));
     let line = Action::Event(Event::Log {
@@ -1431,7 +1501,7 @@ fn with_the_mouse_a_click_selects_a_cell_and_the_wheel_scrolls() {
     );
     assert_eq!(app.grid.configs[app.ui.sel_config].id, "tp1-dflash");
     assert_eq!(app.ui.sel_col, Some(2));
-    assert_eq!(app.ui.focus, super::app::Focus::Grid);
+    assert_eq!(app.ui.focus, super::ui::Focus::Grid);
     // A click on a row label selects the whole config.
     mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 4, row);
     assert_eq!(app.ui.sel_col, None);
@@ -1439,14 +1509,14 @@ fn with_the_mouse_a_click_selects_a_cell_and_the_wheel_scrolls() {
     let log_row = lines.iter().position(|l| l.contains("Server log")).unwrap() as u16 + 2;
     mouse(&mut app, MouseEventKind::ScrollUp, 100, log_row);
     assert_eq!(app.ui.log_back, 3);
-    assert_eq!(app.ui.focus, super::app::Focus::Grid);
+    assert_eq!(app.ui.focus, super::ui::Focus::Grid);
     mouse(
         &mut app,
         MouseEventKind::Down(MouseButton::Left),
         100,
         log_row,
     );
-    assert_eq!(app.ui.focus, super::app::Focus::Log);
+    assert_eq!(app.ui.focus, super::ui::Focus::Log);
 }
 
 #[test]
@@ -1458,7 +1528,7 @@ fn the_gpu_panel_zoomed_draws_a_utilisation_chart_per_gpu() {
     let (mut app, _rx) = live(s.view());
     press(&mut app, KeyCode::Tab);
     press(&mut app, KeyCode::Tab);
-    assert_eq!(app.ui.focus, super::app::Focus::Gpu);
+    assert_eq!(app.ui.focus, super::ui::Focus::Gpu);
     press(&mut app, KeyCode::Char('z'));
     let text = screen(&render(&mut app, 80, 24));
     assert!(

@@ -38,10 +38,15 @@ struct StyleSpec {
 }
 
 impl StyleSpec {
-    fn style(&self, field: &str) -> Result<Style, String> {
-        let color = |c: &Option<String>| -> Result<Option<Color>, String> {
+    fn style(&self, field: &str) -> Result<Style, ThemeProblem> {
+        let color = |c: &Option<String>| -> Result<Option<Color>, ThemeProblem> {
             c.as_deref()
-                .map(|s| Color::from_str(s).map_err(|_| format!("{field}: unknown colour \"{s}\"")))
+                .map(|s| {
+                    Color::from_str(s).map_err(|_| ThemeProblem::UnknownColour {
+                        field: field.to_string(),
+                        colour: s.to_string(),
+                    })
+                })
                 .transpose()
         };
         let mut style = Style::default();
@@ -85,7 +90,7 @@ macro_rules! theme {
         }
 
         impl ThemeFile {
-            fn build(self, name: &str) -> Result<Theme, String> {
+            fn build(self, name: &str) -> Result<Theme, ThemeProblem> {
                 Ok(Theme {
                     name: name.to_string(),
                     $($field: self.$field.style(stringify!($field))?,)*
@@ -142,11 +147,32 @@ theme!(
     popup_title,
 );
 
+/// A theme the dashboard cannot use: the name or file given, and what is wrong.
 #[derive(Debug, thiserror::Error)]
-#[error("theme {source_name}: {message}")]
+#[error("theme {source_name}: {problem}")]
 pub struct ThemeError {
     pub source_name: String,
-    pub message: String,
+    #[source]
+    pub problem: ThemeProblem,
+}
+
+/// What is wrong with a theme.
+#[derive(Debug, thiserror::Error)]
+pub enum ThemeProblem {
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    /// Not TOML at all.
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// TOML, but not a theme: an unknown or a missing style.
+    #[error("{}", .0.message())]
+    Styles(toml::de::Error),
+    #[error("{field}: unknown colour \"{colour}\"")]
+    UnknownColour { field: String, colour: String },
+    #[error("unknown base theme \"{0}\" (built in: {builtin})", builtin = names().join(", "))]
+    UnknownBase(String),
+    #[error("no such theme (built in: {builtin}; or give a path to a .toml file)", builtin = names().join(", "))]
+    NoSuchTheme,
 }
 
 fn builtin_text(name: &str) -> Option<&'static str> {
@@ -155,25 +181,21 @@ fn builtin_text(name: &str) -> Option<&'static str> {
 
 /// Build a theme from a file's text. A built-in file stands alone (it must name
 /// every style); a user file is laid over its `base`.
-fn build(text: &str, name: &str, over_base: bool) -> Result<Theme, String> {
-    let user: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+fn build(text: &str, name: &str, over_base: bool) -> Result<Theme, ThemeProblem> {
+    let user: toml::Table = toml::from_str(text)?;
     let mut table = toml::Table::new();
     if over_base {
         let base_name = user.get("base").and_then(|v| v.as_str()).unwrap_or("dark");
-        let base = builtin_text(base_name).ok_or_else(|| {
-            format!(
-                "unknown base theme \"{base_name}\" (built in: {})",
-                names().join(", ")
-            )
-        })?;
-        table = toml::from_str(base).map_err(|e| e.to_string())?;
+        let base = builtin_text(base_name)
+            .ok_or_else(|| ThemeProblem::UnknownBase(base_name.to_string()))?;
+        table = toml::from_str(base)?;
     }
     for (k, v) in user {
         table.insert(k, v);
     }
     let file: ThemeFile = toml::Value::Table(table)
         .try_into()
-        .map_err(|e: toml::de::Error| e.message().to_string())?;
+        .map_err(ThemeProblem::Styles)?;
     file.build(name)
 }
 
@@ -201,9 +223,9 @@ impl Theme {
             .and_then(|s| s.to_str())
             .unwrap_or(source)
             .to_string();
-        build(text, &name, true).map_err(|message| ThemeError {
+        build(text, &name, true).map_err(|problem| ThemeError {
             source_name: source.to_string(),
-            message,
+            problem,
         })
     }
 
@@ -221,9 +243,9 @@ impl Theme {
                 Theme::dark()
             });
         };
-        let err = |message: String| ThemeError {
+        let err = |problem: ThemeProblem| ThemeError {
             source_name: arg.to_string(),
-            message,
+            problem,
         };
         let looks_like_path = arg.contains('/') || arg.ends_with(".toml");
         if !looks_like_path {
@@ -236,10 +258,7 @@ impl Theme {
             if let Some(t) = builtin_text(arg) {
                 return build(t, arg, false).map_err(err);
             }
-            return Err(err(format!(
-                "no such theme (built in: {}; or give a path to a .toml file)",
-                names().join(", ")
-            )));
+            return Err(err(ThemeProblem::NoSuchTheme));
         }
         read(Path::new(arg))
     }
@@ -248,7 +267,7 @@ impl Theme {
 fn read(path: &Path) -> Result<Theme, ThemeError> {
     let text = std::fs::read_to_string(path).map_err(|e| ThemeError {
         source_name: path.display().to_string(),
-        message: e.to_string(),
+        problem: e.into(),
     })?;
     Theme::from_text(&text, &path.display().to_string())
 }

@@ -10,7 +10,7 @@ use ratatui::widgets::{Axis, Chart, Clear, Dataset, GraphType, LegendPosition, P
 use ratatui::Frame;
 
 use crate::tui::app::App;
-use crate::view::grid::context_label;
+use crate::view::grid::{context_label, Chart as ChartData};
 
 /// Series colours; the theme's text colour for a mono theme.
 const COLOURS: [Color; 8] = [
@@ -50,19 +50,7 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             .chart(&app.view, app.value_mode(), app.ui.sel_config, c)
     });
     let Some(chart) = chart.filter(|c| c.series.iter().any(|s| !s.points.is_empty())) else {
-        let block = app
-            .block(Line::styled(" Chart ", t.popup_title), true)
-            .style(t.popup);
-        let text = if app.ui.sel_col.is_none() {
-            " select a cell (not a row label) to chart its workload"
-        } else {
-            " nothing to chart yet: no ok cell of this workload in this phase"
-        };
-        frame.render_widget(
-            Paragraph::new(Line::styled(text, t.dim)).block(block),
-            popup,
-        );
-        return;
+        return nothing_to_chart(frame, app, popup);
     };
     // Concurrency and context double: a log scale spaces them evenly.
     let fx = |x: f64| x.max(1.0).log2();
@@ -85,16 +73,76 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .iter()
         .map(|s| s.points.iter().map(|&(x, y)| (fx(x), y)).collect())
         .collect();
+    let y_labels: Vec<Span> = [0.0, y1 / 2.0, y1]
+        .into_iter()
+        .map(|y| Span::styled(y_text(y), t.dim))
+        .collect();
+    let block = app
+        .block(
+            Line::styled(format!(" {} ", chart.title), t.popup_title),
+            true,
+        )
+        .style(t.popup)
+        .title_bottom(Line::styled(
+            " v value · % p50/p90/p99 · any other key closes ",
+            t.dim,
+        ));
+    let widget = Chart::new(datasets(app, &chart, &data))
+        .block(block)
+        .style(t.popup)
+        .legend_position(Some(LegendPosition::TopLeft))
+        .hidden_legend_constraints((
+            ratatui::layout::Constraint::Ratio(1, 2),
+            ratatui::layout::Constraint::Ratio(1, 2),
+        ))
+        .x_axis(
+            Axis::default()
+                .title(Span::styled(chart.x_label.clone(), t.dim))
+                .style(t.dim)
+                .bounds([x0, x1])
+                .labels(x_labels(app, &chart)),
+        )
+        .y_axis(
+            Axis::default()
+                .title(Span::styled(chart.y_label.clone(), t.dim))
+                .style(t.dim)
+                .bounds([0.0, y1])
+                .labels(y_labels),
+        );
+    frame.render_widget(widget, popup);
+}
+
+/// The popup when there is no line to draw: why.
+fn nothing_to_chart(frame: &mut Frame, app: &App, popup: Rect) {
+    let t = app.theme();
+    let block = app
+        .block(Line::styled(" Chart ", t.popup_title), true)
+        .style(t.popup);
+    let text = if app.ui.sel_col.is_none() {
+        " select a cell (not a row label) to chart its workload"
+    } else {
+        " nothing to chart yet: no ok cell of this workload in this phase"
+    };
+    frame.render_widget(
+        Paragraph::new(Line::styled(text, t.dim)).block(block),
+        popup,
+    );
+}
+
+/// A line per config with points (`data`, on the chart's scale), in its
+/// colour, the baseline bold and named so.
+fn datasets<'a>(app: &App, chart: &ChartData, data: &'a [Vec<(f64, f64)>]) -> Vec<Dataset<'a>> {
+    let t = app.theme();
     let mono = t.text.fg.is_none() && t.failed.fg.is_none();
     let marker = if app.look.ascii {
         Marker::Dot
     } else {
         Marker::Braille
     };
-    let datasets: Vec<Dataset> = chart
+    chart
         .series
         .iter()
-        .zip(&data)
+        .zip(data)
         .filter(|(_, d)| !d.is_empty())
         .map(|(s, d)| {
             let mut style = if mono {
@@ -114,56 +162,21 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                 .style(style)
                 .data(d)
         })
-        .collect();
-    let x_labels: Vec<Span> = {
-        let mut xs = chart.xs.clone();
-        xs.sort_by(f64::total_cmp);
-        let pick = match xs.len() {
-            0 => vec![],
-            1 => vec![xs[0]],
-            2 => vec![xs[0], xs[1]],
-            n => vec![xs[0], xs[n / 2], xs[n - 1]],
-        };
-        // Concurrency or context, labelled as the grid's column headings are.
-        pick.into_iter()
-            .map(|x| Span::styled(context_label(x as u64), t.dim))
-            .collect()
+        .collect()
+}
+
+/// The smallest, middle and largest x, labelled as the grid's column
+/// headings are (concurrency or context).
+fn x_labels(app: &App, chart: &ChartData) -> Vec<Span<'static>> {
+    let mut xs = chart.xs.clone();
+    xs.sort_by(f64::total_cmp);
+    let pick = match xs.len() {
+        0 => vec![],
+        1 => vec![xs[0]],
+        2 => vec![xs[0], xs[1]],
+        n => vec![xs[0], xs[n / 2], xs[n - 1]],
     };
-    let y_labels: Vec<Span> = [0.0, y1 / 2.0, y1]
-        .into_iter()
-        .map(|y| Span::styled(y_text(y), t.dim))
-        .collect();
-    let block = app
-        .block(
-            Line::styled(format!(" {} ", chart.title), t.popup_title),
-            true,
-        )
-        .style(t.popup)
-        .title_bottom(Line::styled(
-            " v value · % p50/p90/p99 · any other key closes ",
-            t.dim,
-        ));
-    let widget = Chart::new(datasets)
-        .block(block)
-        .style(t.popup)
-        .legend_position(Some(LegendPosition::TopLeft))
-        .hidden_legend_constraints((
-            ratatui::layout::Constraint::Ratio(1, 2),
-            ratatui::layout::Constraint::Ratio(1, 2),
-        ))
-        .x_axis(
-            Axis::default()
-                .title(Span::styled(chart.x_label.clone(), t.dim))
-                .style(t.dim)
-                .bounds([x0, x1])
-                .labels(x_labels),
-        )
-        .y_axis(
-            Axis::default()
-                .title(Span::styled(chart.y_label.clone(), t.dim))
-                .style(t.dim)
-                .bounds([0.0, y1])
-                .labels(y_labels),
-        );
-    frame.render_widget(widget, popup);
+    pick.into_iter()
+        .map(|x| Span::styled(context_label(x as u64), app.theme().dim))
+        .collect()
 }

@@ -13,54 +13,24 @@ use super::{bar, fit, Symbols};
 use crate::model::{GpuSample, GpuStatus};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
+use crate::tui::ui::Focus;
 
 /// Temperatures from here on are drawn hot.
 const HOT_C: u32 = 85;
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
-    let t = app.theme();
-    let sym = app.symbols();
     let gpu = &app.view.gpu;
     let status = gpu.status();
-    // A state without devices is explained inside the panel.
-    // A recorded run shows its last sample: say when it was taken, so it is
-    // not read as the GPUs' state now or as the selected config's.
-    let when = match (&gpu.latest, app.read_only()) {
-        (Some(s), true) => format!(
-            "{}last sample {}",
-            sym.sep,
-            crate::model::Timestamp::from_unix_ms(i64::try_from(s.at_ms).unwrap_or(0)).clock()
-        ),
-        _ => String::new(),
-    };
-    let title = match status {
-        Some(s) if s.is_live() => format!(" GPUs{}{}{when} ", sym.sep, s.label()),
-        _ => format!(" GPUs{when} "),
-    };
-    let block = app.block(title, app.ui.focus == crate::tui::app::Focus::Gpu);
+    let block = app.block(title(app), app.ui.focus == Focus::Gpu);
     let inner = block.inner(area);
     frame.render_widget(block, area);
+    // A state without devices is explained inside the panel.
     let snap = match (&gpu.latest, status) {
         (None, _) => {
             return message(frame, app, inner, &["waiting for the first sample…"]);
         }
         (Some(_), Some(st)) if !st.is_live() => {
-            let lines: Vec<String> = match st {
-                GpuStatus::LibraryNotFound { detail } => vec![
-                    "NVML not found".into(),
-                    detail.clone(),
-                    "GPU telemetry is off; the sweep runs without it".into(),
-                ],
-                GpuStatus::DriverNotLoaded { detail } => vec![
-                    "NVIDIA driver not loaded".into(),
-                    detail.clone(),
-                    "GPU telemetry is off; the sweep runs without it".into(),
-                ],
-                GpuStatus::NoGpus => vec!["no GPUs".into(), "NVML sees no devices".into()],
-                GpuStatus::Error { detail } => vec!["NVML error".into(), detail.clone()],
-                GpuStatus::Disabled => vec!["GPU telemetry off (--no-gpu)".into()],
-                GpuStatus::Nvml { .. } | GpuStatus::Simulated => vec![],
-            };
+            let lines = status_lines(st);
             let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
             return message(frame, app, inner, &refs);
         }
@@ -70,89 +40,168 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         return message(frame, app, inner, &["no GPUs"]);
     }
     let active = app.view.active_gpus().unwrap_or_default();
-    let n = snap.gpus.len();
-    let (w, h) = (inner.width as usize, inner.height as usize);
-    let mut lines: Vec<Line> = Vec::new();
+    let panel = Panel {
+        gpus: &snap.gpus,
+        active: &active,
+        w: inner.width as usize,
+        h: inner.height as usize,
+    };
+    let (n, w, h) = (panel.gpus.len(), panel.w, panel.h);
     // Zoomed (Tab to the GPUs, then `z`), every GPU gets the full form and,
     // with the rows to spare, a utilisation chart as nvtop draws it.
-    let zoomed = app.ui.zoom && app.ui.focus == crate::tui::app::Focus::Gpu;
-    if (n < 8 || zoomed) && n * 3 <= h && w >= 40 {
-        let chart_h = ((h - n * 3) / n).min(12);
-        for g in &snap.gpus {
-            lines.extend(full(app, g, active.contains(&g.index), w));
-            if chart_h >= 3 {
-                lines.extend(chart(app, g.index, w, chart_h));
-            }
-        }
+    let zoomed = app.ui.zoom && app.ui.focus == Focus::Gpu;
+    let lines = if (n < 8 || zoomed) && n * 3 <= h && w >= 40 {
+        full_rows(app, &panel)
     } else if n <= h {
-        let columns = Columns::fit(&snap.gpus, w);
-        for g in &snap.gpus {
-            lines.push(compact(app, g, active.contains(&g.index), &columns));
-        }
-        // Zoomed with rows to spare: the running config's GPUs (else all)
-        // as one chart of their mean utilisation.
-        if zoomed && h - n >= 5 {
-            let which: Vec<u32> = if active.is_empty() {
-                snap.gpus.iter().map(|g| g.index).collect()
-            } else {
-                active.clone()
-            };
-            let list = which
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(",");
-            lines.push(Line::styled(
-                format!(" mean utilisation of GPU {list}"),
-                t.dim,
-            ));
-            lines.extend(mean_chart(app, &which, w, h - n - 1));
-        }
+        compact_rows(app, &panel, zoomed)
     } else {
-        // Several GPUs per row.
-        let per_row = n.div_ceil(h.max(1));
-        let cell_w = w / per_row;
-        for chunk in snap.gpus.chunks(per_row) {
-            let mut spans = Vec::new();
-            for g in chunk {
-                spans.extend(packed(t, sym, g, active.contains(&g.index), cell_w));
-            }
-            lines.push(Line::from(spans));
-        }
-        // With configs side by side, whose GPUs are whose, on a row of its own.
-        let live: Vec<_> = app.view.live_configs().collect();
-        if live.len() > 1 && lines.len() < h {
-            let owners: Vec<String> = live
-                .iter()
-                .map(|c| {
-                    let gpus: Vec<String> =
-                        app.view.gpus_of(c).iter().map(u32::to_string).collect();
-                    format!("{} {}", gpus.join(","), c.id)
-                })
-                .collect();
-            lines.push(Line::styled(
-                fit(&format!(" {}", owners.join(sym.sep)), w, false),
-                t.gpu_active,
-            ));
-        }
-        // Packed rows have no room for temperature and power: the hottest
-        // GPU and the total draw on a row of their own when there is one.
-        if lines.len() < h {
-            let hottest = snap.gpus.iter().filter_map(|g| g.temp_c).max();
-            let power: Vec<f64> = snap.gpus.iter().filter_map(|g| g.power_w).collect();
-            let mut parts = Vec::new();
-            if let Some(c) = hottest {
-                parts.push(format!("hottest {c}C"));
-            }
-            if !power.is_empty() {
-                parts.push(format!("total {:.0}W", power.iter().sum::<f64>()));
-            }
-            if !parts.is_empty() {
-                lines.push(Line::styled(format!(" {}", parts.join(sym.sep)), t.dim));
-            }
+        packed_rows(app, &panel)
+    };
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The panel's title: the telemetry source and, for a recorded run, when
+/// its last sample was taken, so it is not read as the GPUs' state now or
+/// as the selected config's.
+fn title(app: &App) -> String {
+    let sym = app.symbols();
+    let gpu = &app.view.gpu;
+    let when = match (&gpu.latest, app.read_only()) {
+        (Some(s), true) => format!(
+            "{}last sample {}",
+            sym.sep,
+            crate::model::Timestamp::from_unix_ms(i64::try_from(s.at_ms).unwrap_or(0)).clock()
+        ),
+        _ => String::new(),
+    };
+    match gpu.status() {
+        Some(s) if s.is_live() => format!(" GPUs{}{}{when} ", sym.sep, s.label()),
+        _ => format!(" GPUs{when} "),
+    }
+}
+
+/// Why there are no GPU figures, in the panel's words.
+fn status_lines(st: &GpuStatus) -> Vec<String> {
+    match st {
+        GpuStatus::LibraryNotFound { detail } => vec![
+            "NVML not found".into(),
+            detail.clone(),
+            "GPU telemetry is off; the sweep runs without it".into(),
+        ],
+        GpuStatus::DriverNotLoaded { detail } => vec![
+            "NVIDIA driver not loaded".into(),
+            detail.clone(),
+            "GPU telemetry is off; the sweep runs without it".into(),
+        ],
+        GpuStatus::NoGpus => vec!["no GPUs".into(), "NVML sees no devices".into()],
+        GpuStatus::Error { detail } => vec!["NVML error".into(), detail.clone()],
+        GpuStatus::Disabled => vec!["GPU telemetry off (--no-gpu)".into()],
+        GpuStatus::Nvml { .. } | GpuStatus::Simulated => vec![],
+    }
+}
+
+/// The GPUs of the latest sample, those the running configs use, and the
+/// panel's room for them.
+struct Panel<'a> {
+    gpus: &'a [GpuSample],
+    active: &'a [u32],
+    w: usize,
+    h: usize,
+}
+
+/// Three rows per GPU, each with its chart below when there are rows to spare.
+fn full_rows(app: &App, p: &Panel) -> Vec<Line<'static>> {
+    let Panel { gpus, active, w, h } = *p;
+    let n = gpus.len();
+    let chart_h = ((h - n * 3) / n).min(12);
+    let mut lines = Vec::new();
+    for g in gpus {
+        lines.extend(full(app, g, active.contains(&g.index), w));
+        if chart_h >= 3 {
+            lines.extend(chart(app, g.index, w, chart_h));
         }
     }
-    frame.render_widget(Paragraph::new(lines), inner);
+    lines
+}
+
+/// One row per GPU; zoomed with rows to spare, the running config's GPUs
+/// (else all) as one chart of their mean utilisation.
+fn compact_rows(app: &App, p: &Panel, zoomed: bool) -> Vec<Line<'static>> {
+    let Panel { gpus, active, w, h } = *p;
+    let n = gpus.len();
+    let columns = Columns::fit(gpus, w);
+    let mut lines: Vec<Line> = gpus
+        .iter()
+        .map(|g| compact(app, g, active.contains(&g.index), &columns))
+        .collect();
+    if zoomed && h - n >= 5 {
+        let which: Vec<u32> = if active.is_empty() {
+            gpus.iter().map(|g| g.index).collect()
+        } else {
+            active.to_vec()
+        };
+        let list = which
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        lines.push(Line::styled(
+            format!(" mean utilisation of GPU {list}"),
+            app.theme().dim,
+        ));
+        lines.extend(mean_chart(app, &which, w, h - n - 1));
+    }
+    lines
+}
+
+/// Several GPUs per row; then, on rows of their own when there are any,
+/// whose GPUs are whose (configs side by side) and the hottest GPU with the
+/// total draw (packed rows have no room for temperature and power).
+fn packed_rows(app: &App, p: &Panel) -> Vec<Line<'static>> {
+    let Panel { gpus, active, w, h } = *p;
+    let t = app.theme();
+    let sym = app.symbols();
+    let per_row = gpus.len().div_ceil(h.max(1));
+    let cell_w = w / per_row;
+    let mut lines: Vec<Line> = gpus
+        .chunks(per_row)
+        .map(|chunk| {
+            let spans: Vec<Span> = chunk
+                .iter()
+                .flat_map(|g| packed(t, sym, g, active.contains(&g.index), cell_w))
+                .collect();
+            Line::from(spans)
+        })
+        .collect();
+    let live: Vec<_> = app.view.live_configs().collect();
+    if live.len() > 1 && lines.len() < h {
+        let owners: Vec<String> = live
+            .iter()
+            .map(|c| {
+                let gpus: Vec<String> = app.view.gpus_of(c).iter().map(u32::to_string).collect();
+                format!("{} {}", gpus.join(","), c.id)
+            })
+            .collect();
+        lines.push(Line::styled(
+            fit(&format!(" {}", owners.join(sym.sep)), w, false),
+            t.gpu_active,
+        ));
+    }
+    if lines.len() < h {
+        let hottest = gpus.iter().filter_map(|g| g.temp_c).max();
+        let power: Vec<f64> = gpus.iter().filter_map(|g| g.power_w).collect();
+        let mut parts = Vec::new();
+        if let Some(c) = hottest {
+            parts.push(format!("hottest {c}C"));
+        }
+        if !power.is_empty() {
+            parts.push(format!("total {:.0}W", power.iter().sum::<f64>()));
+        }
+        if !parts.is_empty() {
+            lines.push(Line::styled(format!(" {}", parts.join(sym.sep)), t.dim));
+        }
+    }
+    lines
 }
 
 /// The config a GPU runs for, when several configs run side by side.

@@ -8,67 +8,81 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::fit;
-use crate::tui::app::{App, Focus};
+use crate::tui::app::App;
+use crate::tui::layout::{self, Geometry};
+use crate::tui::ui::Focus;
 use crate::view::grid::{CellView, Row, Tone};
+use crate::view::state::Sweep;
 
-/// How the grid pane is divided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Geometry {
-    pub label_w: usize,
-    pub col_w: usize,
-    /// Display rows (phase headings and configs) that fit.
-    pub rows: usize,
-    /// Columns that fit.
-    pub cols: usize,
-}
-
-pub fn geometry(area: Rect, app: &App) -> Geometry {
-    let inner_w = area.width.saturating_sub(2) as usize;
-    let inner_h = area.height.saturating_sub(2) as usize;
-    let longest = app
-        .grid
-        .configs
-        .iter()
-        .map(|c| c.id.chars().count())
-        .max()
-        .unwrap_or(6);
-    let label_w = (longest + 2).clamp(8, (inner_w * 2 / 5).max(12));
-    let narrowest = app
-        .grid
-        .columns
-        .iter()
-        .map(|c| c.label().chars().count())
-        .max()
-        .unwrap_or(7)
-        .clamp(9, 10);
-    // Wider columns when every column fits anyway (easier to read on big screens).
-    let n = app.grid.columns.len().max(1);
-    let col_w = (inner_w.saturating_sub(label_w) / n)
-        .saturating_sub(1)
-        .clamp(narrowest, 18);
-    Geometry {
-        label_w,
-        col_w,
-        rows: inner_h.saturating_sub(2),
-        cols: inner_w.saturating_sub(label_w) / (col_w + 1),
-    }
+/// What of the grid is on screen: the first row and column shown, and how
+/// many of each.
+struct Window {
+    top: usize,
+    left: usize,
+    rows: usize,
+    cols: usize,
+    geo: Geometry,
 }
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme();
-    let sym = app.symbols();
     let g = &app.grid;
-    let geo = geometry(area, app);
+    let geo = layout::geometry(area, g);
     let rows = &g.shown;
     let top = app.ui.grid_top.min(rows.len());
     let left = app.ui.grid_left.min(g.columns.len());
-    let shown_cols = geo.cols.min(g.columns.len().saturating_sub(left));
-    let shown_rows = geo.rows.min(rows.len() - top);
-    let mode = app.value_mode();
-    // What the grid is narrowed to, so a filtered view is never mistaken
-    // for the whole sweep.
+    let win = Window {
+        top,
+        left,
+        rows: geo.rows.min(rows.len() - top),
+        cols: geo.cols.min(g.columns.len().saturating_sub(left)),
+        geo,
+    };
+    let mut block = app.block(title(app), app.ui.focus == Focus::Grid);
+    if let Some(clipped) = clipped(app, &win) {
+        block = block.title_bottom(Line::styled(clipped, t.dim));
+    }
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    if inner.height == 0 || inner.width == 0 {
+        return;
+    }
+    let mut lines: Vec<Line> = Vec::with_capacity(inner.height as usize);
+    if g.configs.is_empty() {
+        lines.push(Line::styled(" no cells recorded yet", t.dim));
+        frame.render_widget(Paragraph::new(lines), inner);
+        return;
+    }
+    if rows.is_empty() {
+        lines.push(Line::styled(
+            " no config matches (/ then Esc, F, [ ] undo the filters)",
+            t.dim,
+        ));
+        frame.render_widget(Paragraph::new(lines), inner);
+        return;
+    }
+    lines.extend(headings(app, &win));
+    // Every config running now is marked (several when they run side by side).
+    let mut current: Vec<&str> = app.view.live_configs().map(|c| c.id.as_str()).collect();
+    if current.is_empty() {
+        current.extend(app.view.config().map(|c| c.id.as_str()));
+    }
+    for row in rows.iter().skip(win.top).take(win.rows) {
+        lines.push(match row {
+            Row::Phase(id) => phase_row(app, id),
+            Row::Config(i) => config_row(app, &win, *i, &current),
+        });
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The pane's title: the value shown and what the grid is narrowed to, so a
+/// filtered view is never mistaken for the whole sweep.
+fn title(app: &App) -> String {
+    let sym = app.symbols();
+    let g = &app.grid;
     let a = &app.ui.arrange;
-    let mut title = format!(" Results{}{}", sym.sep, mode.title());
+    let mut title = format!(" Results{}{}", sym.sep, app.value_mode().title());
     if !a.name.is_empty() {
         title.push_str(&format!("{}\"{}\"", sym.sep, a.name));
     }
@@ -91,58 +105,49 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         title.push_str(&format!("{}{n} of {} configs", sym.sep, g.configs.len()));
     }
     title.push(' ');
-    let mut block = app.block(title, app.ui.focus == Focus::Grid);
+    title
+}
+
+/// Which rows and columns are shown, when not all of them are.
+fn clipped(app: &App, win: &Window) -> Option<String> {
+    let g = &app.grid;
+    let rows = g.shown.len();
     let mut clipped = Vec::new();
-    if top > 0 || top + shown_rows < rows.len() {
+    if win.top > 0 || win.top + win.rows < rows {
         clipped.push(format!(
             "rows {}-{} of {}",
-            top + 1,
-            top + shown_rows,
-            rows.len()
+            win.top + 1,
+            win.top + win.rows,
+            rows
         ));
     }
-    if left > 0 || left + shown_cols < g.columns.len() {
+    if win.left > 0 || win.left + win.cols < g.columns.len() {
         clipped.push(format!(
             "columns {}-{} of {}",
-            left + 1,
-            left + shown_cols,
+            win.left + 1,
+            win.left + win.cols,
             g.columns.len()
         ));
     }
-    if !clipped.is_empty() {
-        block = block.title_bottom(Line::styled(format!(" {} ", clipped.join(sym.sep)), t.dim));
-    }
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    if inner.height == 0 || inner.width == 0 {
-        return;
-    }
-    let mut lines: Vec<Line> = Vec::with_capacity(inner.height as usize);
-    if g.configs.is_empty() {
-        lines.push(Line::styled(" no cells recorded yet", t.dim));
-        frame.render_widget(Paragraph::new(lines), inner);
-        return;
-    }
-    if rows.is_empty() {
-        lines.push(Line::styled(
-            " no config matches (/ then Esc, F, [ ] undo the filters)",
-            t.dim,
-        ));
-        frame.render_widget(Paragraph::new(lines), inner);
-        return;
-    }
+    (!clipped.is_empty()).then(|| format!(" {} ", clipped.join(app.symbols().sep)))
+}
 
-    // Two header rows: workloads over their columns, then context and concurrency.
+/// Two heading rows: workloads over their columns, then context and concurrency.
+fn headings(app: &App, win: &Window) -> [Line<'static>; 2] {
+    let t = app.theme();
+    let sym = app.symbols();
+    let g = &app.grid;
+    let (left, geo) = (win.left, &win.geo);
     let mut groups = vec![Span::raw(" ".repeat(geo.label_w))];
     let mut labels = vec![Span::styled(
         fit(if left > 0 { sym.more_left } else { "" }, geo.label_w, true),
         t.dim,
     )];
-    let cols = left..left + shown_cols;
+    let cols = left..left + win.cols;
     for c in cols.clone() {
         let col = &g.columns[c];
         let starts = c == left || g.columns[c - 1].workload != col.workload;
-        let text = if starts {
+        if starts {
             let rule = if sym.bar_eighths.is_some() {
                 "─"
             } else {
@@ -158,15 +163,11 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
                 - 1;
             let name = format!("{} ", col.workload);
             let n = name.chars().count().min(span);
-            format!(
+            let text = format!(
                 " {}{}",
                 name.chars().take(n).collect::<String>(),
                 rule.repeat(span - n)
-            )
-        } else {
-            String::new()
-        };
-        if starts {
+            );
             groups.push(Span::styled(text, t.column_header));
         }
         labels.push(Span::styled(
@@ -174,101 +175,97 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             t.column_header,
         ));
     }
-    if left + shown_cols < g.columns.len() {
+    if left + win.cols < g.columns.len() {
         labels.push(Span::styled(sym.more_right, t.dim));
     }
-    lines.push(Line::from(groups));
-    lines.push(Line::from(labels));
+    [Line::from(groups), Line::from(labels)]
+}
 
-    // Every config running now is marked (several when they run side by side).
-    let mut current: Vec<&str> = app.view.live_configs().map(|c| c.id.as_str()).collect();
-    if current.is_empty() {
-        current.extend(app.view.config().map(|c| c.id.as_str()));
+/// A phase heading, naming the baseline speedups are against.
+fn phase_row(app: &App, id: &str) -> Line<'static> {
+    let t = app.theme();
+    let mut spans = vec![Span::styled(format!(" phase {id}"), t.phase)];
+    let baseline = app
+        .grid
+        .configs
+        .iter()
+        .find(|c| c.phase == id && c.baseline)
+        .map(|c| c.id.clone());
+    if let Some(b) = baseline {
+        let sep = app.symbols().sep;
+        spans.push(Span::styled(format!("{sep}speedups against {b}"), t.dim));
     }
-    let baselines = |phase: &str| {
-        g.configs
-            .iter()
-            .find(|c| c.phase == phase && c.baseline)
-            .map(|c| c.id.clone())
+    Line::from(spans)
+}
+
+/// A config's row: its label (marked when it runs now) and its cells.
+fn config_row(app: &App, win: &Window, i: usize, current: &[&str]) -> Line<'static> {
+    let t = app.theme();
+    let sym = app.symbols();
+    let g = &app.grid;
+    let (left, geo) = (win.left, &win.geo);
+    let cfg = &g.configs[i];
+    let is_current = current.contains(&cfg.id.as_str())
+        && !matches!(
+            app.view.sweep.sweep,
+            Sweep::Finished { .. } | Sweep::Interrupted { .. }
+        );
+    let excluded = app.view.excluded.contains(&cfg.id);
+    let mut label_style = if excluded {
+        t.excluded
+    } else if is_current {
+        t.current_row
+    } else if cfg.baseline {
+        t.baseline
+    } else {
+        t.row_label
     };
-    for row in rows.iter().skip(top).take(shown_rows) {
-        match row {
-            Row::Phase(id) => {
-                let mut spans = vec![Span::styled(format!(" phase {id}"), t.phase)];
-                if let Some(b) = baselines(id) {
-                    let sep = app.symbols().sep;
-                    spans.push(Span::styled(format!("{sep}speedups against {b}"), t.dim));
-                }
-                lines.push(Line::from(spans));
-            }
-            Row::Config(i) => {
-                let cfg = &g.configs[*i];
-                let is_current = current.contains(&cfg.id.as_str())
-                    && !matches!(
-                        app.view.sweep.sweep,
-                        crate::view::state::Sweep::Finished { .. }
-                            | crate::view::state::Sweep::Interrupted { .. }
-                    );
-                let excluded = app.view.excluded.contains(&cfg.id);
-                let mut label_style = if excluded {
-                    t.excluded
-                } else if is_current {
-                    t.current_row
-                } else if cfg.baseline {
-                    t.baseline
-                } else {
-                    t.row_label
-                };
-                let selected_row = app.ui.sel_config == *i;
-                if selected_row && app.ui.sel_col.is_none() {
-                    label_style = label_style.patch(t.selected);
-                }
-                // A failure in a column scrolled off to the left is marked
-                // where the running config's marker would be.
-                let failed_at = |c: usize| {
-                    matches!(
-                        g.cell(&app.view, app.value_mode(), *i, c),
-                        CellView::Failed { .. }
-                    )
-                };
-                let (marker, marker_style) = if is_current {
-                    (sym.current, t.current_row)
-                } else if (0..left).any(failed_at) {
-                    (sym.more_left, t.failed)
-                } else {
-                    (" ", t.current_row)
-                };
-                let mut spans = vec![
-                    Span::styled(marker.to_string(), marker_style),
-                    Span::styled(fit(&cfg.id, geo.label_w - 1, false), label_style),
-                ];
-                for c in cols.clone() {
-                    let (text, style) = cell_text(app, *i, c, geo.col_w);
-                    let mut style = style;
-                    if selected_row && app.ui.sel_col == Some(c) {
-                        style = selected(style, t.selected);
-                    }
-                    let text = fit(&text, geo.col_w, true);
-                    // Style the value, not its padding (except when selected).
-                    let pad = text.len() - text.trim_start().len();
-                    spans.push(Span::raw(" "));
-                    if selected_row && app.ui.sel_col == Some(c) {
-                        spans.push(Span::styled(text, style));
-                    } else {
-                        spans.push(Span::raw(" ".repeat(pad)));
-                        spans.push(Span::styled(text.trim_start().to_string(), style));
-                    }
-                }
-                // A failure in a column scrolled off to the right is marked at
-                // the row's end, so no failure is out of sight unannounced.
-                if (left + shown_cols..g.columns.len()).any(failed_at) {
-                    spans.push(Span::styled(sym.more_right, t.failed));
-                }
-                lines.push(Line::from(spans));
-            }
+    let selected_row = app.ui.sel_config == i;
+    if selected_row && app.ui.sel_col.is_none() {
+        label_style = label_style.patch(t.selected);
+    }
+    // A failure in a column scrolled off to the left is marked
+    // where the running config's marker would be.
+    let failed_at = |c: usize| {
+        matches!(
+            g.cell(&app.view, app.value_mode(), i, c),
+            CellView::Failed { .. }
+        )
+    };
+    let (marker, marker_style) = if is_current {
+        (sym.current, t.current_row)
+    } else if (0..left).any(failed_at) {
+        (sym.more_left, t.failed)
+    } else {
+        (" ", t.current_row)
+    };
+    let mut spans = vec![
+        Span::styled(marker.to_string(), marker_style),
+        Span::styled(fit(&cfg.id, geo.label_w - 1, false), label_style),
+    ];
+    for c in left..left + win.cols {
+        let (text, style) = cell_text(app, i, c, geo.col_w);
+        let mut style = style;
+        if selected_row && app.ui.sel_col == Some(c) {
+            style = selected(style, t.selected);
+        }
+        let text = fit(&text, geo.col_w, true);
+        // Style the value, not its padding (except when selected).
+        let pad = text.len() - text.trim_start().len();
+        spans.push(Span::raw(" "));
+        if selected_row && app.ui.sel_col == Some(c) {
+            spans.push(Span::styled(text, style));
+        } else {
+            spans.push(Span::raw(" ".repeat(pad)));
+            spans.push(Span::styled(text.trim_start().to_string(), style));
         }
     }
-    frame.render_widget(Paragraph::new(lines), inner);
+    // A failure in a column scrolled off to the right is marked at
+    // the row's end, so no failure is out of sight unannounced.
+    if (left + win.cols..g.columns.len()).any(failed_at) {
+        spans.push(Span::styled(sym.more_right, t.failed));
+    }
+    Line::from(spans)
 }
 
 /// A cell's text and style.

@@ -7,7 +7,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::tui::app::{App, Focus};
+use crate::tui::app::App;
+use crate::tui::ui::Focus;
 use crate::view::state::LineKind;
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {

@@ -1,20 +1,18 @@
-//! Popups over the dashboard: the help (generated from the keymap), the details
-//! of the selected cell or config, and the quit question.
+//! Popups over the dashboard: the frame they share (centred, scrolled, with
+//! long lines wrapped), the help (generated from the keymap) and the quit
+//! question. The details popup has its own file.
 
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use crate::model::{describe_exit, Status};
 use crate::tui::app::App;
 use crate::tui::keymap::BINDINGS;
 use crate::tui::theme::Theme;
-use crate::view::grid::{context_label, CellView, ValueMode};
-use crate::view::state::Server;
-use crate::view::text::metric_lines;
+use crate::view::grid::ValueMode;
 
-fn centered(area: Rect, w: u16, h: u16) -> Rect {
+pub(super) fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width.saturating_sub(2)).max(1);
     let h = h.min(area.height.saturating_sub(2)).max(1);
     Rect::new(
@@ -25,7 +23,7 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
     )
 }
 
-fn show(
+pub(super) fn show(
     frame: &mut Frame,
     app: &App,
     area: Rect,
@@ -235,233 +233,4 @@ pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
     ];
     let w = (dir.chars().count() as u16 + 30).clamp(58, area.width);
     show(frame, app, centered(area, w, 11), " Quit ".into(), lines, 0);
-}
-
-fn kv(app: &App, k: &str, v: String) -> Line<'static> {
-    let t = app.theme();
-    Line::from(vec![
-        Span::styled(format!(" {k:<24}"), t.dim),
-        Span::styled(v, t.popup),
-    ])
-}
-
-pub fn details(frame: &mut Frame, app: &App, area: Rect, scroll: u16) {
-    let t = app.theme();
-    let Some(config) = app.grid.configs.get(app.ui.sel_config) else {
-        return;
-    };
-    let mut lines: Vec<Line<'static>> = Vec::new();
-    let title;
-    match app.ui.sel_col {
-        None => {
-            title = format!(" Config {} ", config.id);
-            lines.push(kv(app, "phase", config.phase.clone()));
-            lines.push(kv(
-                app,
-                "baseline",
-                if config.baseline { "yes" } else { "no" }.into(),
-            ));
-            if let Some(c) = app.view.plan.as_ref().and_then(|p| p.config(&config.id)) {
-                for (k, v) in &c.axes {
-                    lines.push(kv(app, k, v.clone()));
-                }
-                lines.push(kv(
-                    app,
-                    "GPUs",
-                    c.gpus
-                        .as_ref()
-                        .map(|g| {
-                            g.iter()
-                                .map(|i| i.to_string())
-                                .collect::<Vec<_>>()
-                                .join(",")
-                        })
-                        .unwrap_or_else(|| "all".into()),
-                ));
-            }
-            let mut n = [0usize; 4];
-            let cols = app.grid.columns.len();
-            for c in 0..cols {
-                let rec = app
-                    .grid
-                    .cell_id(&config.id, c)
-                    .and_then(|id| app.view.records.get(id));
-                n[match rec.map(|r| r.status) {
-                    Some(Status::Ok) => 0,
-                    Some(Status::Failed) => 1,
-                    Some(Status::Skipped) => 2,
-                    None => 3,
-                }] += 1;
-            }
-            lines.push(kv(
-                app,
-                "cells",
-                format!(
-                    "{} ok, {} failed, {} skipped, {} pending",
-                    n[0], n[1], n[2], n[3]
-                ),
-            ));
-            if app.view.excluded.contains(&config.id) {
-                lines.push(kv(app, "excluded", "yes (rest of the sweep)".into()));
-            }
-            if let Some(meta) = app.view.servers.get(&config.id) {
-                lines.push(Line::raw(""));
-                for (name, value) in meta.rows() {
-                    lines.push(kv(app, name, value));
-                }
-            }
-            if let Some(run) = app.view.configs.iter().find(|c| c.id == config.id) {
-                if !run.gpus.is_empty() {
-                    let gpus: Vec<String> = run.gpus.iter().map(u32::to_string).collect();
-                    lines.push(kv(app, "GPUs", gpus.join(",")));
-                }
-                lines.push(kv(app, "attempt", run.attempt.to_string()));
-                lines.push(kv(
-                    app,
-                    "server",
-                    match &run.server {
-                        Server::Starting => "starting".into(),
-                        Server::Ready {
-                            after_s,
-                            context_limit,
-                            model,
-                        } => format!(
-                            "ready after {after_s:.1} s, model {model}, context {}",
-                            context_limit
-                                .map(|c| c.to_string())
-                                .unwrap_or_else(|| "unknown".into())
-                        ),
-                        Server::Exited { code, signal } => {
-                            format!("exited by itself ({})", describe_exit(*code, *signal))
-                        }
-                        Server::Stopped { how } => format!("stopped ({how})"),
-                    },
-                ));
-                lines.push(Line::raw(""));
-                lines.push(Line::styled(" command", t.dim));
-                lines.push(Line::styled(format!(" {}", run.command), t.popup));
-            }
-        }
-        Some(col) => {
-            let column = app.grid.columns.get(col).cloned();
-            let id = app.grid.cell_id(&config.id, col).unwrap_or("").to_string();
-            title = format!(" Cell {id} ");
-            lines.push(kv(app, "config", config.id.clone()));
-            if let Some(c) = &column {
-                lines.push(kv(app, "workload", c.workload.clone()));
-                lines.push(kv(
-                    app,
-                    "context (target)",
-                    format!(
-                        "{} tokens of prompt (`{}` in the column heading)",
-                        crate::model::thousands(c.context),
-                        context_label(c.context)
-                    ),
-                ));
-                lines.push(kv(
-                    app,
-                    "concurrency",
-                    format!(
-                        "{} requests in flight (`c{}`)",
-                        c.concurrency, c.concurrency
-                    ),
-                ));
-            }
-            match app.selected_record() {
-                None => {
-                    let state = if app.view.is_running(&id) {
-                        "running"
-                    } else {
-                        "pending"
-                    };
-                    lines.push(kv(app, "status", state.into()));
-                }
-                Some(r) => {
-                    let style = match r.status {
-                        Status::Ok => t.better,
-                        Status::Failed => t.failed,
-                        Status::Skipped => t.skipped,
-                    };
-                    lines.push(Line::from(vec![
-                        Span::styled(format!(" {:<24}", "status"), t.dim),
-                        Span::styled(r.status.as_str().to_string(), style),
-                    ]));
-                    lines.push(kv(
-                        app,
-                        "started / finished",
-                        format!(
-                            "{} / {} ({:.1} s)",
-                            r.started_at,
-                            r.finished_at,
-                            r.duration_s()
-                        ),
-                    ));
-                    if let Some(sp) = r.spread {
-                        lines.push(kv(
-                            app,
-                            "repetitions",
-                            format!(
-                                "{}: output tok/s median {:.1}, {:.1} to {:.1}, spread {:.1} % (the values below are the median one's)",
-                                sp.n, sp.median, sp.min, sp.max, sp.spread_pct
-                            ),
-                        ));
-                    }
-                    // A failure, or the warnings an ok cell's numbers come with.
-                    let said = r
-                        .failure
-                        .iter()
-                        .map(|f| ("failure", f))
-                        .chain(r.warnings.iter().map(|w| ("warning", w)));
-                    for (what, f) in said {
-                        lines.push(Line::raw(""));
-                        lines.push(kv(
-                            app,
-                            what,
-                            format!("{} ({})", f.kind.describe(), f.kind.as_str()),
-                        ));
-                        lines.push(kv(app, "source", f.source.as_str().to_string()));
-                        lines.push(kv(app, "message", f.message.clone()));
-                        if let Some(n) = &f.context {
-                            let num = |v: Option<u64>| {
-                                v.map(|x| x.to_string()).unwrap_or_else(|| "?".into())
-                            };
-                            lines.push(kv(
-                                app,
-                                "context numbers",
-                                format!(
-                                    "limit {}, prompt {}, output {}, total {}",
-                                    num(n.limit),
-                                    num(n.prompt_tokens),
-                                    num(n.output_tokens),
-                                    num(n.total_tokens)
-                                ),
-                            ));
-                        }
-                        if !f.evidence.is_empty() {
-                            lines.push(Line::styled(" evidence", t.dim));
-                            for e in &f.evidence {
-                                lines.push(Line::styled(format!("   {e}"), t.log_failure));
-                            }
-                        }
-                    }
-                    if let Some(m) = &r.metrics {
-                        lines.push(Line::raw(""));
-                        for (name, value) in metric_lines(m, true) {
-                            lines.push(kv(app, name, value));
-                        }
-                        if let CellView::Value { text, .. }
-                        | CellView::Flagged { value: text, .. } =
-                            app.grid
-                                .cell(&app.view, ValueMode::speedup(), app.ui.sel_config, col)
-                        {
-                            lines.push(kv(app, "vs phase baseline", text));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let w = 96.min(area.width.saturating_sub(4));
-    let h = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
-    show(frame, app, centered(area, w, h), title, lines, scroll);
 }

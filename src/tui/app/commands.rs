@@ -1,0 +1,214 @@
+//! Commands sent to the engine (pause, skip, retry, exclude, quit) and leaving
+//! the view; a run that takes no commands says which command line does it.
+
+use super::{App, Mode, Redraw};
+use crate::engine::Request;
+use crate::model::{Command, Level, Status};
+use crate::tui::keymap::Key;
+use crate::tui::ui::Overlay;
+
+impl App {
+    /// The source this view's commands are recorded with: `key` for the
+    /// sweep's own dashboard, `viewer PID` for an attached one.
+    pub fn own_source(&self) -> String {
+        if self.attached() {
+            format!("viewer {}", std::process::id())
+        } else {
+            "key".into()
+        }
+    }
+
+    /// Who a command's source is, from this view: `you`, `another viewer`…
+    pub fn who(&self, source: &str) -> String {
+        if source == self.own_source() {
+            "you".into()
+        } else if source == "key" {
+            "the sweep's own dashboard".into()
+        } else if source.starts_with("viewer ") {
+            "another viewer".into()
+        } else if matches!(source, "script" | "attach") {
+            "a script (attach --send)".into()
+        } else {
+            source.to_string()
+        }
+    }
+
+    pub(super) fn pause(&mut self) -> Redraw {
+        let words = if self.view.sweep.paused {
+            "resuming the sweep"
+        } else {
+            "pausing after the running cell (p again resumes)"
+        };
+        self.command(Command::TogglePause, words)
+    }
+
+    /// `Key::SkipConfig` or `Key::SkipCell`.
+    pub(super) fn skip(&mut self, k: Key) -> Redraw {
+        let config = self.skip_target();
+        let (what, command) = if k == Key::SkipConfig {
+            (
+                "the rest of",
+                Command::SkipConfig {
+                    config: config.clone(),
+                },
+            )
+        } else {
+            (
+                "the running cell of",
+                Command::SkipCell {
+                    config: config.clone(),
+                },
+            )
+        };
+        let whose = config.unwrap_or_else(|| "the config".into());
+        self.command(command, &format!("skipping {what} {whose}"))
+    }
+
+    /// What a skip key acts on: the selected config when it runs now (with
+    /// configs side by side, the one the user looks at); else the engine's
+    /// choice (the config running, or the next).
+    fn skip_target(&self) -> Option<String> {
+        let selected = self.grid.configs.get(self.ui.sel_config)?;
+        self.view
+            .live_configs()
+            .any(|c| c.id == selected.id)
+            .then(|| selected.id.clone())
+    }
+
+    pub(super) fn retry(&mut self) -> Redraw {
+        let Some(config) = self.grid.configs.get(self.ui.sel_config).cloned() else {
+            return Redraw::No;
+        };
+        let Some(col) = self.ui.sel_col else {
+            return self.command(
+                Command::Retry {
+                    target: config.id.clone(),
+                },
+                &format!("{} queued to run again at the end", config.id),
+            );
+        };
+        let cell = self.grid.cell_id(&config.id, col).map(str::to_string);
+        let retryable = cell
+            .as_ref()
+            .and_then(|c| self.view.records.get(c))
+            .is_some_and(|r| matches!(r.status, Status::Failed | Status::Skipped));
+        match cell {
+            Some(cell) if retryable => self.command(
+                Command::Retry {
+                    target: cell.clone(),
+                },
+                &format!("{cell} queued to run again at the end"),
+            ),
+            _ => {
+                self.flash(
+                    Level::Warn,
+                    "only a failed or skipped cell can be retried (select the row label to retry a config)".into(),
+                );
+                Redraw::Now
+            }
+        }
+    }
+
+    pub(super) fn exclude(&mut self) -> Redraw {
+        match self.grid.configs.get(self.ui.sel_config) {
+            // `x` again undoes it (cells already skipped stay skipped: `r` runs them).
+            Some(c) if self.view.excluded.contains(&c.id) => {
+                let config = c.id.clone();
+                self.command(
+                    Command::Include {
+                        config: config.clone(),
+                    },
+                    &format!("{config} back in the sweep"),
+                )
+            }
+            Some(c) => {
+                let config = c.id.clone();
+                self.command(
+                    Command::Exclude {
+                        config: config.clone(),
+                    },
+                    &format!("{config} excluded from the rest of the sweep (x again puts it back)"),
+                )
+            }
+            None => Redraw::No,
+        }
+    }
+
+    /// Leave, asking first while the sweep can still be stopped.
+    pub(super) fn quit(&mut self) -> Redraw {
+        if self.sweep_live() {
+            self.ui.overlay = Overlay::ConfirmQuit;
+        } else {
+            self.exit = true;
+        }
+        Redraw::Now
+    }
+
+    /// Yes to the quit question.
+    pub(super) fn confirm_quit(&mut self) -> Redraw {
+        self.ui.overlay = Overlay::None;
+        if self.sweep_live() {
+            self.send(Command::Quit);
+            self.quit_sent = true;
+            self.flash(
+                Level::Info,
+                "stopping: the server group is being stopped; resume later with `sweeptop run --resume`".into(),
+            );
+        } else {
+            self.exit = true;
+        }
+        Redraw::Now
+    }
+
+    pub(super) fn detach(&mut self) -> Redraw {
+        if self.attached() {
+            self.ui.overlay = Overlay::None;
+            self.exit = true;
+        } else {
+            self.flash(
+                Level::Info,
+                "detach applies to `sweeptop attach`; this view runs the sweep".into(),
+            );
+        }
+        Redraw::Now
+    }
+
+    fn command(&mut self, command: Command, done: &str) -> Redraw {
+        // A run that takes no commands says which command line does it.
+        let dir = self.run_dir.display();
+        let instead = match &command {
+            Command::Retry { target } => {
+                format!("run it again with `sweeptop run --resume {dir} --retry {target}`")
+            }
+            _ => format!("continue it with `sweeptop run --resume {dir}`"),
+        };
+        if self.read_only() {
+            self.flash(Level::Warn, format!("read-only: {instead}"));
+        } else if !self.sweep_live() {
+            self.flash(Level::Warn, format!("the sweep has ended: {instead}"));
+        } else if self.send(command) {
+            self.flash(Level::Info, done.to_string());
+        }
+        Redraw::Now
+    }
+
+    /// Send a command to the engine; says whether it went.
+    fn send(&mut self, command: Command) -> bool {
+        let (Mode::Live { commands } | Mode::Attached { commands }) = &self.mode else {
+            return false;
+        };
+        let sent = commands
+            .try_send(Request {
+                command,
+                source: self.own_source(),
+            })
+            .is_ok();
+        if !sent {
+            self.flash(
+                Level::Error,
+                "the engine is not taking commands right now".into(),
+            );
+        }
+        sent
+    }
+}

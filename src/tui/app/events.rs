@@ -1,0 +1,133 @@
+//! Folding what the engine says into the view: events (a finished cell may
+//! re-sort the grid, a started one moves the selection that follows it), log
+//! lines and GPU samples that wait for the clock's tick, the view falling
+//! behind, and the engine's end.
+
+use super::{App, Redraw};
+use crate::model::{Event, Level, Timestamp};
+use crate::tui::keymap::Key;
+use crate::view::grid::Grid;
+use crate::view::state::{LineKind, LogLine, Shown, Sweep};
+
+impl App {
+    pub(super) fn event(&mut self, ev: Event) -> Redraw {
+        let redraw = match &ev {
+            // Data that shows with the next tick.
+            Event::Log { .. } => {
+                if !self.ui.follow || self.ui.log_back > 0 {
+                    self.ui.log_back += 1;
+                }
+                self.ui.data_stale = true;
+                Redraw::No
+            }
+            Event::Gpu { .. } => {
+                self.ui.data_stale = true;
+                Redraw::No
+            }
+            _ => Redraw::Now,
+        };
+        let finished = matches!(ev, Event::CellFinished { .. });
+        let rebuild = finished && self.view.plan.is_none();
+        let started = matches!(ev, Event::CellStarted { .. });
+        let pushed_before = self.view.log.pushed;
+        self.view.apply(&ev);
+        // Notes the fold added are lines too: keep a scrolled-back view still.
+        let added = self.view.log.pushed - pushed_before;
+        if !matches!(ev, Event::Log { .. }) && added > 0 && self.ui.log_back > 0 {
+            self.ui.log_back += added as usize;
+        }
+        self.clamp_log();
+        if rebuild {
+            self.grid = Grid::build(&self.view);
+        }
+        if rebuild || (!self.ui.arrange.is_plain() && finished) {
+            self.rearrange();
+        }
+        if started {
+            self.follow_running();
+        }
+        redraw
+    }
+
+    /// The results are re-read; the message says so once they have been.
+    pub(super) fn events_missed(&mut self) -> Redraw {
+        self.reload_results();
+        Redraw::No
+    }
+
+    pub(super) fn logs_missed(&mut self, n: u64) -> Redraw {
+        self.view.log.missed += n;
+        let config = self.view.config().map(|c| c.id.clone()).unwrap_or_default();
+        self.push_log(LogLine {
+            text: format!("({n} log lines not shown here; logs/{config}.log has them all)"),
+            config,
+            kind: LineKind::Note,
+        });
+        self.ui.data_stale = true;
+        Redraw::No
+    }
+
+    fn push_log(&mut self, line: LogLine) {
+        self.view.log.push(line);
+        if self.ui.log_back > 0 {
+            self.ui.log_back += 1;
+        }
+        self.clamp_log();
+    }
+
+    /// The clock: the spinner turns, waiting data is shown, an old message goes.
+    pub(super) fn tick(&mut self, now: Timestamp) -> Redraw {
+        self.now = now;
+        self.ui.spinner = self.ui.spinner.wrapping_add(1);
+        let mut redraw = Redraw::No;
+        if self.ui.data_stale || self.log_hidden() > 0 {
+            self.ui.data_stale = false;
+            self.ui.log_shown = self.view.log.pushed;
+            redraw = Redraw::Soon;
+        }
+        if self
+            .ui
+            .flash
+            .as_ref()
+            .is_some_and(|f| f.until_ms <= now.unix_ms())
+        {
+            self.ui.flash = None;
+            redraw = Redraw::Soon;
+        }
+        if matches!(
+            self.view.shown(),
+            Shown::Running | Shown::Paused | Shown::Stopping | Shown::Starting
+        ) && !self.read_only()
+        {
+            redraw = Redraw::Soon;
+        }
+        redraw
+    }
+
+    /// The engine has returned: close after a quit or an interrupted sweep;
+    /// after a finished one, stay until the user leaves.
+    pub(super) fn engine_returned(&mut self) -> Redraw {
+        self.engine_done = true;
+        if self.quit_sent || matches!(self.view.sweep.sweep, Sweep::Interrupted { .. }) {
+            self.exit = true;
+        } else if matches!(self.view.sweep.sweep, Sweep::Finished { .. }) {
+            let quit = self
+                .keymap
+                .chords(Key::Quit)
+                .first()
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "quit".into());
+            // This one stays until the user leaves.
+            self.notice(
+                Level::Info,
+                format!(
+                    "sweep finished; {quit} leaves (results are in {})",
+                    self.run_dir.display()
+                ),
+            );
+        } else {
+            self.exit = true;
+        }
+        Redraw::Now
+    }
+}
