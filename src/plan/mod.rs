@@ -1108,7 +1108,8 @@ fn build_config(
                     return Some(v.clone());
                 }
                 None
-            })?;
+            })
+            .map_err(|e| e.to_string())?;
             if out != text && out.contains('{') {
                 // Vars may contain placeholders themselves.
                 return go(&out, depth + 1, combo, vars, id, pid, picked_gpus);
@@ -1136,7 +1137,7 @@ fn build_config(
     let cmd_span = raw.server.command.span();
     let mut argv = Vec::new();
     let words = template::split_words(raw.server.command.get_ref())
-        .map_err(|e| ctx.err(cmd_span.clone(), e))?;
+        .map_err(|e| ctx.err(cmd_span.clone(), e.to_string()))?;
     if raw.server.shell {
         // The shell reads the command as written (its quotes, pipes and `;`),
         // with the placeholders filled in: one word, run by `sh -c`.
@@ -1154,8 +1155,8 @@ fn build_config(
                 && w.trim().ends_with('}')
                 && template::placeholders(w).len() == 1
             {
-                let parts =
-                    template::split_words(&filled).map_err(|e| ctx.err(cmd_span.clone(), e))?;
+                let parts = template::split_words(&filled)
+                    .map_err(|e| ctx.err(cmd_span.clone(), e.to_string()))?;
                 argv.extend(parts);
             } else {
                 argv.push(filled);
