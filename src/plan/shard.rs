@@ -23,15 +23,25 @@ pub struct Shard {
     pub count: u32,
 }
 
+/// A shard that cannot be: a count or index out of range, or text that is
+/// not `i/N`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    #[error("shard count {count}: it must be 1 to {max}", max = MAX_SHARDS)]
+    Count { count: u32 },
+    #[error("shard {index}/{count}: the index runs from 1 to {count}")]
+    Index { index: u32, count: u32 },
+    #[error("shard `{0}`: write it as i/N, e.g. 2/4 (1-based)")]
+    Syntax(String),
+}
+
 impl Shard {
-    pub fn new(index: u32, count: u32) -> Result<Shard, String> {
+    pub fn new(index: u32, count: u32) -> Result<Shard, ShardError> {
         if count == 0 || count > MAX_SHARDS {
-            return Err(format!("shard count {count}: it must be 1 to {MAX_SHARDS}"));
+            return Err(ShardError::Count { count });
         }
         if index == 0 || index > count {
-            return Err(format!(
-                "shard {index}/{count}: the index runs from 1 to {count}"
-            ));
+            return Err(ShardError::Index { index, count });
         }
         Ok(Shard { index, count })
     }
@@ -44,11 +54,11 @@ impl fmt::Display for Shard {
 }
 
 impl FromStr for Shard {
-    type Err = String;
+    type Err = ShardError;
 
     /// `i/N`, e.g. `2/4`.
-    fn from_str(s: &str) -> Result<Shard, String> {
-        let bad = || format!("shard `{s}`: write it as i/N, e.g. 2/4 (1-based)");
+    fn from_str(s: &str) -> Result<Shard, ShardError> {
+        let bad = || ShardError::Syntax(s.to_string());
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let i = i.trim().parse::<u32>().map_err(|_| bad())?;
         let n = n.trim().parse::<u32>().map_err(|_| bad())?;
@@ -154,7 +164,11 @@ mod tests {
         for bad in ["0/4", "5/4", "1/0", "x", "1/", "/2", "-1/3", "1/99999"] {
             assert!(bad.parse::<Shard>().is_err(), "{bad}");
         }
-        assert!("5/4".parse::<Shard>().unwrap_err().contains("1 to 4"));
+        assert!("5/4"
+            .parse::<Shard>()
+            .unwrap_err()
+            .to_string()
+            .contains("1 to 4"));
     }
 
     #[test]

@@ -4,9 +4,20 @@
 /// Placeholders filled only when a server is launched (not at plan expansion).
 pub const RUNTIME: &[&str] = &["port", "host", "run_dir", "sweeptop"];
 
-/// Fill `{name}` placeholders; `{{` and `}}` are literal braces. Returns the name of
-/// the first placeholder `lookup` cannot resolve.
-pub fn fill(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+/// Why a template could not be filled; it reads as the text at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FillError {
+    /// A `{` with no `}` after it: the rest of the template from that `{`.
+    #[error("{0}")]
+    Unclosed(String),
+    /// The name of a placeholder the lookup cannot resolve.
+    #[error("{0}")]
+    Unknown(String),
+}
+
+/// Fill `{name}` placeholders; `{{` and `}}` are literal braces. Fails on the
+/// first placeholder `lookup` cannot resolve.
+pub fn fill(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, FillError> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(i) = rest.find(['{', '}']) {
@@ -23,12 +34,12 @@ pub fn fill(template: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<S
             rest = r;
         } else {
             let Some(end) = tail.find('}') else {
-                return Err(tail.to_string());
+                return Err(FillError::Unclosed(tail.to_string()));
             };
             let name = tail[1..end].trim();
             match lookup(name) {
                 Some(v) => out.push_str(&v),
-                None => return Err(name.to_string()),
+                None => return Err(FillError::Unknown(name.to_string())),
             }
             rest = &tail[end + 1..];
         }
@@ -58,12 +69,22 @@ pub fn placeholders(template: &str) -> Vec<String> {
     names
 }
 
+/// Why a command line cannot be split into words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    #[error("unterminated quote (or a trailing backslash)")]
+    Unterminated,
+    /// An unquoted `#` a shell would read as a comment, cutting the command short.
+    #[error("a word starting with # would end the command as a comment: quote it ('#…')")]
+    Comment,
+}
+
 /// Split a command line into words the way a POSIX shell does for quotes and
 /// backslashes (no expansion). Any white space separates words (a multi-line
 /// command in a CRLF file splits as in an LF one). A word that a shell would
 /// read as a comment (`#…` unquoted) is an error rather than the silent end
 /// of the command; so are an unterminated quote and a trailing backslash.
-pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+pub fn split_words(s: &str) -> Result<Vec<String>, SplitError> {
     let s: String = s
         .replace("\r\n", "\n")
         .chars()
@@ -75,15 +96,12 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
             }
         })
         .collect();
-    let words = shlex::split(&s)
-        .ok_or_else(|| "unterminated quote (or a trailing backslash)".to_string())?;
+    let words = shlex::split(&s).ok_or(SplitError::Unterminated)?;
     // shlex drops a comment with its `#`: fewer `#` in the words than in the
     // line means part of the command would be lost.
     let hashes = |t: &str| t.matches('#').count();
     if words.iter().map(|w| hashes(w)).sum::<usize>() < hashes(&s) {
-        return Err(
-            "a word starting with # would end the command as a comment: quote it ('#…')".into(),
-        );
+        return Err(SplitError::Comment);
     }
     Ok(words)
 }
@@ -119,7 +137,7 @@ mod tests {
     fn fills_and_escapes() {
         assert_eq!(fill("--tp {tp} {{x}}", &look).unwrap(), "--tp 4 {x}");
         assert_eq!(fill("{ model }/w", &look).unwrap(), "/dev/shm/m/w");
-        assert_eq!(fill("{nope}", &look).unwrap_err(), "nope");
+        assert_eq!(fill("{nope}", &look).unwrap_err().to_string(), "nope");
         assert!(fill("{tp", &look).is_err());
     }
 
@@ -146,7 +164,9 @@ mod tests {
             vec!["serve", "--port", "1", "--tp", "2"]
         );
         // A comment would silently cut the command: refused; quoted, it is a word.
-        let e = split_words("serve --name #1 --method dflash").unwrap_err();
+        let e = split_words("serve --name #1 --method dflash")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("quote it"), "{e}");
         assert_eq!(
             split_words("serve --name '#1' --tag a#b").unwrap(),

@@ -43,7 +43,9 @@ pub fn load_run(dir: &Path) -> Result<ViewState, store::StoreError> {
 pub fn plan_of_run(dir: &Path) -> Result<Plan, String> {
     let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| e.to_string())?;
     match store::sweep::read_shard(dir).map_err(|e| e.to_string())? {
-        Some(s) => Ok(plan.shard(crate::plan::Shard::new(s.index, s.count)?)),
+        Some(s) => {
+            Ok(plan.shard(crate::plan::Shard::new(s.index, s.count).map_err(|e| e.to_string())?))
+        }
         None => Ok(plan),
     }
 }
