@@ -93,18 +93,6 @@ impl ViewState {
         self.running.iter().find(|r| r.config == config)
     }
 
-    /// Cells of the plan that have a record.
-    pub fn done(&self) -> usize {
-        match &self.plan {
-            Some(p) => p
-                .cells
-                .iter()
-                .filter(|c| self.records.contains_key(&c.id))
-                .count(),
-            None => self.records.len(),
-        }
-    }
-
     /// The alert line: the worst failure (a crash outranks an overflow, the
     /// latest breaks ties) and how many cells of its config failed.
     pub fn alert(&self) -> Option<String> {

@@ -1,5 +1,6 @@
 //! The sweep as a whole: its (re)starts, its end, pauses, what the header's
-//! badge says, and the elapsed time and ETA from the events' own clock.
+//! badge says, how many cells are done, and the elapsed time and ETA from
+//! the events' own clock.
 
 use super::ViewState;
 use crate::model::Timestamp;
@@ -155,6 +156,18 @@ impl ViewState {
             _ if self.sweep.stopping => Shown::Stopping,
             _ if self.sweep.paused => Shown::Paused,
             _ => Shown::Running,
+        }
+    }
+
+    /// Cells of the plan that have a record.
+    pub fn done(&self) -> usize {
+        match &self.plan {
+            Some(p) => p
+                .cells
+                .iter()
+                .filter(|c| self.records.contains_key(&c.id))
+                .count(),
+            None => self.records.len(),
         }
     }
 
