@@ -113,7 +113,7 @@ fn retry_of(dir: &Path, targets: &[String]) -> Result<Option<Vec<(String, String
         // `open_run` says what is wrong with it.
         return Ok(Some(Vec::new()));
     }
-    let plan = crate::view::replay::plan_of_run(dir).map_err(user)?;
+    let plan = crate::view::replay::plan_of_run(dir).map_err(|e| user(e.to_string()))?;
     let mut results = store::read_results(dir).map_err(super::store_error)?;
     results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
     if targets.is_empty() {
@@ -167,7 +167,9 @@ fn plan_of(source: &Source) -> Result<Plan> {
             dir.display(),
             store::PLAN
         ))),
-        Source::Resume(dir) => crate::view::replay::plan_of_run(dir).map_err(user),
+        Source::Resume(dir) => {
+            crate::view::replay::plan_of_run(dir).map_err(|e| user(e.to_string()))
+        }
     }
 }
 

@@ -38,7 +38,7 @@ pub use devices::parse_visible_devices;
 pub use presets::{Preset, ServerKind};
 pub use prompts::{builtin_prompt, BUILTIN_PROMPTS};
 pub use schema::{Api, Cache, ForeignGpu, Overflow, ShortRequests};
-pub use shard::Shard;
+pub use shard::{Shard, ShardError};
 
 use crate::model::FailureKind;
 use located::Ctx;

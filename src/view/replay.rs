@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::state::{ViewState, GPU_HISTORY};
 use crate::model::{CellRecord, Event};
-use crate::plan::Plan;
+use crate::plan::{Plan, PlanError, ShardError};
 use crate::store;
 
 /// The view of a recorded run. Unreadable lines are skipped (a torn tail, a
@@ -37,14 +37,28 @@ pub fn load_run(dir: &Path) -> Result<ViewState, store::StoreError> {
     Ok(view)
 }
 
+/// Why a run directory's plan cannot be read: its `plan.toml`, its
+/// `shard.json`, or the shard that file names. Each says what its cause says.
+#[derive(Debug, thiserror::Error)]
+pub enum RunPlanError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    ShardFile(#[from] store::StoreError),
+    /// The shard `shard.json` names is not one of this plan's.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
+}
+
 /// A run directory's plan: its frozen `plan.toml`, narrowed to the shard it
 /// runs when it is a shard of a sweep (`shard.json`). A sweep directory's is
 /// the whole plan.
-pub fn plan_of_run(dir: &Path) -> Result<Plan, String> {
-    let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| e.to_string())?;
-    match store::sweep::read_shard(dir).map_err(|e| e.to_string())? {
+pub fn plan_of_run(dir: &Path) -> Result<Plan, RunPlanError> {
+    let plan = Plan::load(&dir.join(store::PLAN))?;
+    match store::sweep::read_shard(dir)? {
         Some(s) => {
-            Ok(plan.shard(crate::plan::Shard::new(s.index, s.count).map_err(|e| e.to_string())?))
+            let shard = crate::plan::Shard::new(s.index, s.count)?;
+            Ok(plan.shard(shard))
         }
         None => Ok(plan),
     }

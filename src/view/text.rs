@@ -6,8 +6,6 @@
 use crate::model::text::display_string;
 use crate::model::{describe_exit, families, CellRecord, Event, Level, Metrics, Status, Value};
 
-use super::grid::{CellView, ValueMode};
-
 /// The line an event prints, if any.
 pub fn line(ev: &Event) -> Option<String> {
     let text = match ev {
@@ -140,11 +138,8 @@ pub fn outcome(r: &CellRecord) -> String {
             line
         }
         (Status::Ok, None, _) => "ok".into(),
-        (Status::Failed, _, Some(f)) => format!(
-            "FAILED {} — {}",
-            CellView::of_record(r, ValueMode::default(), None, false).label(),
-            f.message
-        ),
+        // The failure's label, as its grid cell says it.
+        (Status::Failed, _, Some(f)) => format!("FAILED {} — {}", f.label(), f.message),
         (Status::Failed, _, None) => "FAILED".into(),
         (Status::Skipped, _, _) => "skipped".into(),
     }

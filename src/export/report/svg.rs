@@ -1,0 +1,213 @@
+//! A line chart as inline SVG: each series is a config, x and y numeric,
+//! points drawn and joined (a series with one point is a dot), a legend
+//! under the plot. No script: the page must work without one.
+
+use std::fmt::Write as _;
+
+use super::esc;
+
+/// Series colours, readable on light and dark backgrounds.
+const PALETTE: [&str; 8] = [
+    "#0969da", "#1a7f37", "#bc4c00", "#8250df", "#cf222e", "#1b7c83", "#9a6700", "#bf3989",
+];
+
+/// A series: its name, its colour (an index into the palette, the same for a
+/// config in every chart) and its points.
+pub(super) type Series = (String, usize, Vec<(f64, f64)>);
+
+/// The plot's size and margins.
+const W: f64 = 420.0;
+const H: f64 = 260.0;
+const LEFT: f64 = 52.0;
+const RIGHT: f64 = 12.0;
+const TOP: f64 = 24.0;
+const BOTTOM: f64 = 40.0;
+
+/// Where a value lands in the plot: x on a log₂ scale when asked, y from 0
+/// to a little over the largest value.
+struct Scale {
+    log_x: bool,
+    x0: f64,
+    x1: f64,
+    y1: f64,
+}
+
+impl Scale {
+    fn of(pts: &[(f64, f64)], log_x: bool) -> Scale {
+        let (mut x0, mut x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
+            (a.min(Scale::fx(log_x, p.0)), b.max(Scale::fx(log_x, p.0)))
+        });
+        if x1 <= x0 {
+            x0 -= 1.0;
+            x1 += 1.0;
+        }
+        let y1 = pts.iter().map(|p| p.1).fold(0.0_f64, f64::max) * 1.08;
+        let y1 = if y1 > 0.0 { y1 } else { 1.0 };
+        Scale { log_x, x0, x1, y1 }
+    }
+
+    /// x as it is spaced: its log₂ on a log scale.
+    fn fx(log_x: bool, x: f64) -> f64 {
+        if log_x {
+            x.max(1e-9).log2()
+        } else {
+            x
+        }
+    }
+
+    fn x(&self, x: f64) -> f64 {
+        LEFT + (Scale::fx(self.log_x, x) - self.x0) / (self.x1 - self.x0) * (W - LEFT - RIGHT)
+    }
+
+    fn y(&self, y: f64) -> f64 {
+        TOP + (1.0 - y / self.y1) * (H - TOP - BOTTOM)
+    }
+}
+
+/// The chart, or nothing when no series has a point.
+pub(super) fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    log_x: bool,
+) -> String {
+    let (w, h) = (W, H);
+    let left = LEFT;
+    let pts: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|(_, _, p)| p.iter().copied())
+        .collect();
+    if pts.is_empty() {
+        return String::new();
+    }
+    let scale = Scale::of(&pts, log_x);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<div class="chart"><svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{}" viewBox="0 0 {w} {}" role="img"><title>{}</title>"#,
+        h + 18.0 * series.len().div_ceil(2) as f64,
+        h + 18.0 * series.len().div_ceil(2) as f64,
+        esc(title)
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{left}" y="14" font-weight="600">{}</text>"#,
+        esc(title)
+    );
+    axes(&mut s, &scale, &pts, x_label, y_label);
+    for (i, one) in series.iter().enumerate() {
+        line(&mut s, &scale, i, one);
+    }
+    s.push_str("</svg></div>");
+    s
+}
+
+/// The y grid with its labels, the x ticks at the distinct x values, the
+/// axes and their labels.
+fn axes(s: &mut String, scale: &Scale, pts: &[(f64, f64)], x_label: &str, y_label: &str) {
+    let (w, h) = (W, H);
+    let (left, right, top, bottom) = (LEFT, RIGHT, TOP, BOTTOM);
+    // Y grid: five lines with labels.
+    for k in 0..=4 {
+        let y = scale.y1 * f64::from(k) / 4.0;
+        let py = scale.y(y);
+        let _ = write!(
+            s,
+            r#"<line class="grid" x1="{left}" x2="{}" y1="{py:.1}" y2="{py:.1}"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            w - right,
+            left - 4.0,
+            py + 4.0,
+            short(y)
+        );
+    }
+    // X ticks at the distinct x values.
+    let mut xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    for x in xs.iter().take(12) {
+        let px = scale.x(*x);
+        let _ = write!(
+            s,
+            r#"<line class="axis" x1="{px:.1}" x2="{px:.1}" y1="{}" y2="{}"/><text x="{px:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            h - bottom,
+            h - bottom + 4.0,
+            h - bottom + 16.0,
+            short(*x)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{}"/><line class="axis" x1="{left}" x2="{}" y1="{}" y2="{}"/>"#,
+        h - bottom,
+        w - right,
+        h - bottom,
+        h - bottom
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle" class="dim">{}</text><text x="12" y="{}" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
+        (left + w - right) / 2.0,
+        h - 6.0,
+        esc(x_label),
+        (top + h - bottom) / 2.0,
+        (top + h - bottom) / 2.0,
+        esc(y_label)
+    );
+}
+
+/// The `i`th series: its points joined in x order, each with its values
+/// on hover, and its entry in the legend (two per row under the plot).
+fn line(s: &mut String, scale: &Scale, i: usize, (name, colour, points): &Series) {
+    let colour = PALETTE[colour % PALETTE.len()];
+    let mut p = points.clone();
+    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let path: Vec<String> = p
+        .iter()
+        .map(|(x, y)| format!("{:.1},{:.1}", scale.x(*x), scale.y(*y)))
+        .collect();
+    if path.len() > 1 {
+        let _ = write!(
+            s,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+    }
+    for (x, y) in &p {
+        let _ = write!(
+            s,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{}: {} → {}</title></circle>"#,
+            scale.x(*x),
+            scale.y(*y),
+            esc(name),
+            short(*x),
+            short(*y)
+        );
+    }
+    // Legend, two per row under the plot.
+    let lx = LEFT + (i % 2) as f64 * 180.0;
+    let ly = H + 4.0 + (i / 2) as f64 * 18.0;
+    let _ = write!(
+        s,
+        r#"<rect x="{lx}" y="{ly}" width="10" height="10" fill="{colour}"/><text x="{}" y="{}">{}</text>"#,
+        lx + 14.0,
+        ly + 9.0,
+        esc(name)
+    );
+}
+
+/// `389`, `1.2k`, `0.85`, `12.5`.
+fn short(x: f64) -> String {
+    let a = x.abs();
+    if a >= 10_000.0 {
+        format!("{:.0}k", x / 1000.0)
+    } else if a >= 1000.0 {
+        format!("{:.1}k", x / 1000.0)
+    } else if a >= 100.0 || a == 0.0 || (x.fract() == 0.0 && a >= 1.0) {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}

@@ -1,0 +1,174 @@
+//! A run's tables in the report: what was run and benchmarked, the grid in
+//! a value the dashboard has, and every failure with its evidence.
+
+use std::fmt::Write as _;
+
+use super::{esc, RunReport};
+use crate::model::{CellRecord, Status};
+use crate::view::grid::{CellView, Grid, Row, Tone, ValueMode};
+use crate::view::state::ViewState;
+
+/// The run and its plan in a few rows, then what each config benchmarked.
+pub(super) fn metadata(s: &mut String, run: &RunReport) {
+    let mut rows: Vec<(String, String)> = vec![("run directory".into(), run.dir.clone())];
+    if let Some(p) = &run.plan {
+        rows.push(("plan".into(), p.name.clone()));
+        if let Some(d) = &p.description {
+            rows.push(("description".into(), d.clone()));
+        }
+        rows.push((
+            "matrix".into(),
+            format!("{} configs, {} cells", p.configs.len(), p.cells.len()),
+        ));
+    }
+    if let Some(m) = &run.meta {
+        rows.push(("state".into(), m.state.as_str().to_string()));
+        rows.push(("started".into(), m.started_at.to_string()));
+        if let Some(f) = m.finished_at {
+            rows.push(("finished".into(), f.to_string()));
+            rows.push((
+                "duration".into(),
+                crate::model::span_text(f.seconds_since(m.started_at)),
+            ));
+        }
+        rows.push(("sweeptop".into(), m.sweeptop_version.clone()));
+    }
+    let n = |st: Status| run.records.iter().filter(|r| r.status == st).count();
+    rows.push((
+        "cells".into(),
+        format!(
+            "{} ok, {} failed, {} skipped",
+            n(Status::Ok),
+            n(Status::Failed),
+            n(Status::Skipped)
+        ),
+    ));
+    s.push_str(r#"<table class="meta">"#);
+    for (k, v) in &rows {
+        let _ = write!(
+            s,
+            r#"<tr><th class="l">{}</th><td>{}</td></tr>"#,
+            esc(k),
+            esc(v)
+        );
+    }
+    s.push_str("</table>");
+    if !run.servers.is_empty() {
+        let _ = write!(
+            s,
+            "<h3>What was benchmarked</h3><table class=\"meta\"><tr><th class=\"l\">config</th>"
+        );
+        let heads: Vec<&str> = run
+            .servers
+            .values()
+            .next()
+            .map(|m| m.rows().iter().map(|(k, _)| *k).collect())
+            .unwrap_or_default();
+        for h in &heads {
+            let _ = write!(s, r#"<th class="l">{}</th>"#, esc(h));
+        }
+        s.push_str("</tr>");
+        for (config, m) in &run.servers {
+            let _ = write!(s, r#"<tr><td>{}</td>"#, esc(config));
+            for (_, v) in m.rows() {
+                let _ = write!(s, "<td>{}</td>", esc(&v));
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</table>");
+    }
+}
+
+/// The grid in `mode`, toned as the dashboard tones it.
+pub(super) fn grid_table(s: &mut String, view: &ViewState, grid: &Grid, mode: ValueMode) {
+    let _ = write!(
+        s,
+        r#"<h3>{}</h3><table class="grid"><tr><th class="l">config</th>"#,
+        esc(&mode.title())
+    );
+    for c in &grid.columns {
+        let _ = write!(s, "<th>{} {}</th>", esc(&c.workload), esc(&c.label()));
+    }
+    s.push_str("</tr>");
+    for row in &grid.rows {
+        match row {
+            Row::Phase(p) => {
+                let _ = write!(
+                    s,
+                    r#"<tr><th class="l" colspan="{}">phase {}</th></tr>"#,
+                    grid.columns.len() + 1,
+                    esc(p)
+                );
+            }
+            Row::Config(i) => {
+                let cfg = &grid.configs[*i];
+                let _ = write!(s, r#"<tr><td class="l">{}</td>"#, esc(&cfg.id));
+                for col in 0..grid.columns.len() {
+                    let (class, text) = match grid.cell(view, mode, *i, col) {
+                        CellView::Failed { label, crash, .. } => {
+                            (if crash { "crash" } else { "failed" }, label)
+                        }
+                        CellView::Value { text, tone } => (
+                            match tone {
+                                Tone::Better => "better",
+                                Tone::Worse => "worse",
+                                Tone::Baseline => "baseline",
+                                Tone::Plain => "",
+                            },
+                            text,
+                        ),
+                        CellView::Flagged { label, .. } => ("worse", label),
+                        CellView::Running | CellView::Queued | CellView::Pending => {
+                            ("dim", "·".into())
+                        }
+                        other => ("dim", other.label().to_string()),
+                    };
+                    let _ = write!(s, r#"<td class="{class}">{}</td>"#, esc(&text));
+                }
+                s.push_str("</tr>");
+            }
+        }
+    }
+    s.push_str("</table>");
+}
+
+/// Every failed cell: its kind, its message and the log lines that prove it.
+pub(super) fn failures(s: &mut String, run: &RunReport) {
+    let mut failed: Vec<&CellRecord> = run
+        .records
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .collect();
+    failed.sort_by(|a, b| a.cell.cmp(&b.cell));
+    let _ = write!(s, "<h2>Failures ({})</h2>", failed.len());
+    if failed.is_empty() {
+        s.push_str("<p class=\"dim\">none</p>");
+        return;
+    }
+    s.push_str(r#"<table class="failures"><tr><th class="l">cell</th><th class="l">kind</th><th class="l">message and evidence</th></tr>"#);
+    for r in failed {
+        let Some(f) = &r.failure else { continue };
+        let class = if f.kind.severity() >= 3 {
+            "crash"
+        } else {
+            "failed"
+        };
+        let _ = write!(
+            s,
+            r#"<tr><td class="l">{}</td><td class="l {class}">{}</td><td class="l" style="white-space:normal">{}"#,
+            esc(&r.cell),
+            esc(f.kind.badge()),
+            esc(&f.message)
+        );
+        if !f.evidence.is_empty() {
+            let _ = write!(
+                s,
+                "<details><summary>evidence ({} lines)</summary><pre>{}</pre></details>",
+                f.evidence.len(),
+                esc(&f.evidence.join("\n"))
+            );
+        }
+        s.push_str("</td></tr>");
+    }
+    s.push_str("</table>");
+}
