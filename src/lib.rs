@@ -6,41 +6,55 @@
 //!
 //! # Layout
 //!
-//! Layers, bottom to top; a module imports only from layers below it, and
-//! `tests/layers.rs` fails the build on any import cycle.
+//! Layers, bottom to top; a module imports only from layers below it, or
+//! from the one module of its own layer the table names. `tests/layers.rs`
+//! fails the build on any other import, on an import cycle between modules,
+//! and on files of one module (or of one folder inside it) that import each
+//! other in a circle.
 //!
-//! | layer | module | what lives there |
-//! | --- | --- | --- |
-//! | 0 | [`model`] | the data everything speaks: events, cell records, failures and their kinds, metrics and **the one metric table**, GPU snapshots, request records, run state, commands, timestamps, and **the one sanitiser** for text from outside (`model::text`) |
-//! | 1 | [`plan`] | the plan file: schema, `file:line:col` errors, expansion into configs and cells |
-//! | 1 | [`detect`] | classifying server log lines, HTTP error bodies and exits; the validator that alone decides `ok` |
-//! | 1 | [`load`] | the streaming client, exact-length prompts, per-request timings, per-cell metrics |
-//! | 1 | [`gpu`] | telemetry (NVML, simulated, none) on its own thread; per-cell GPU figures |
-//! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back; a sweep directory of shards read as one |
-//! | 2 | [`engine`] | the sweep, one file per step: loop (configs in lanes, side by side where a phase packs), placing configs on GPUs, commands, preflight, launch, cell, outcome |
-//! | 2 | [`control`] | the attach protocol over the run directory's socket, and its commands file for sweeps on other machines |
-//! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory |
-//! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, the HTML report and run comparisons, line progress: rendering [`view`] |
-//! | 4 | [`cli`] | one file per subcommand; user errors become one line and exit 2 |
+//! | layer | module | what lives there | imports in its own layer |
+//! | --- | --- | --- | --- |
+//! | 0 | [`model`] | the data everything speaks: events, cell records, failures and their kinds, metrics and **the one metric table**, GPU snapshots, request records, run state, commands, timestamps, and **the one sanitiser** for text from outside (`model::text`) | — |
+//! | 1 | [`plan`] | the plan file: schema, `file:line:col` errors, expansion into configs and cells, server presets | — |
+//! | 1 | [`load`] | the streaming client, exact-length prompts, per-request timings, per-cell statistics, the server's own endpoints (`/tokenize`, `/metrics`, about itself) | `plan` (a workload's prompts, a server kind's preset) |
+//! | 1 | [`detect`] | classifying server log lines, HTTP error bodies and exits; the validator that alone decides `ok`, judging the metrics and the plan's checks it is handed | — |
+//! | 1 | [`gpu`] | telemetry (NVML, simulated, none) on its own thread; per-cell GPU figures | — |
+//! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back; a sweep directory of shards read as one | — |
+//! | 2 | [`engine`] | the sweep, one file per step: its start and end, scheduling configs in lanes (side by side where a phase packs), placing them on GPUs, the shared state, preflight, launch, and **the one cell pipeline** that `loadtest` runs too | — |
+//! | 2 | [`control`] | the attach protocol over the run directory's socket, and its commands file for sweeps on other machines | `engine` (its channels and commands) |
+//! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory | — |
+//! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, the HTML report and run comparisons, line progress: rendering [`view`] | `view`; `tui` also `export` (the `e` key) |
+//! | 4 | [`cli`] | one file per subcommand; user errors become one line and exit 2 | — |
 //!
-//! The simulated server the demo and the tests run against is its own crate,
-//! `sweeptop-sim`, which nothing in the product path depends on.
+//! Errors: each library module has its own `thiserror` types that keep
+//! their causes; only `cli` turns them into reports (`eyre`), or into one
+//! plain line and exit 2 when they are the user's to fix.
+//!
+//! The simulated server is its own crate, `sweeptop-sim`, and a dependency
+//! of the binary: `sweeptop sim-server` serves it, the demo's plan launches
+//! that command as its server. Nothing in a measurement path calls into it:
+//! the engine starts it as a server process like any other, and the tests
+//! drive it through the binary.
 //!
 //! # From a plan to a grid cell
 //!
 //! `cli::run` parses the plan ([`plan::Plan`]: configs × cells with stable
 //! ids) and opens a run directory ([`store::RunDir`]). The [`engine`] walks the
 //! phases, placing each config on GPUs (one at a time, or side by side in a
-//! phase that packs), and per config: preflight, launch the server (its log lines go through
-//! [`detect::LogWatch`] as they are read), and for each cell drive
+//! phase that packs), and per config: preflight, launch the server (its log
+//! lines go through [`detect::LogWatch`] as they are read), and for each cell
+//! the cell pipeline: prompts fitted to the context target, warm-up, then
 //! [`load::run_cell`], which folds every finished request into
-//! [`load::CellStats`] and streams it to `requests/<cell>.jsonl`. The cell's
-//! [`model::Metrics`] and the server's health go to [`detect::validate`]; the
-//! resulting [`model::CellRecord`] is appended and fsynced to `results.jsonl`,
-//! then published as an [`model::Event`]. Every view folds the same events into
-//! a [`view::state::ViewState`]; [`view::grid::Grid`] says what the cell shows
-//! (a value of [`model::METRICS`], or the failure's badge), the same in the
-//! dashboard, the Markdown export and the progress lines.
+//! [`load::CellStats`] and streams it to `requests/<cell>.jsonl`; the
+//! server's own figures from its `/metrics`; then the cell's
+//! [`model::Metrics`], the server's health and the plan's checks go to
+//! [`detect::validate`]. The resulting [`model::CellRecord`] is appended and
+//! fsynced to `results.jsonl`, then published as an [`model::Event`]. Every
+//! view folds the same events into a [`view::state::ViewState`];
+//! [`view::grid::Grid`] says what the cell shows (a value of
+//! [`model::METRICS`], or the failure's badge), the same in the dashboard,
+//! the Markdown export and the progress lines. `sweeptop loadtest` runs the
+//! same pipeline on one cell against a server that is already up.
 
 pub mod cli;
 pub(crate) mod control;

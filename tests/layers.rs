@@ -1,8 +1,11 @@
 //! The architecture, checked: every module of `src/` imports only from the
 //! layers below it (or from the modules of its own layer this table allows),
-//! `model` imports nothing else from the crate, and there is no import cycle.
-//! The graph is read from the `crate::` paths in the source, so moving a type
-//! to the wrong place fails here, with the offending file named.
+//! `model` imports nothing else from the crate, and there is no import cycle,
+//! between modules nor between the files of one module. The graph is read
+//! from the `crate::` and `super::` paths in the product code (test modules
+//! and test-only files left out: a test may build its inputs with anything),
+//! so moving a type to the wrong place fails here, with the offending file
+//! named.
 //!
 //! `cargo test --test layers -- --nocapture` also prints the graph and the
 //! lines of code per module.
@@ -32,8 +35,6 @@ const LAYERS: &[(&str, u8)] = &[
 const SAME_LAYER: &[(&str, &str)] = &[
     // A workload's prompts and API come from the plan.
     ("load", "plan"),
-    // The validator judges a cell's measured run.
-    ("detect", "load"),
     // Attaching clients reach the engine's channels and commands.
     ("control", "engine"),
     // Every view renders the one view model.
@@ -138,16 +139,25 @@ fn char_literal(s: &str) -> Option<usize> {
 
 /// The crate's top-level modules a file's code names.
 fn imports(code: &str) -> BTreeSet<String> {
+    names_after(code, "crate::")
+}
+
+/// The first segment of every path that starts with `prefix` (`crate::`,
+/// `super::super::`…), groups included: `use crate::{a, b::c, d::{e, f}}`
+/// names `a`, `b` and `d`.
+fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            continue; // `sweeptop_crate::` and the like
+    let mut from = 0;
+    while let Some(at) = code[from..].find(prefix).map(|i| from + i) {
+        let before = code[..at].chars().next_back();
+        from = at + prefix.len();
+        let rest = &code[from..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            || rest.starts_with("super::")
+        {
+            continue; // `sweeptop_crate::`, or a longer `super::super::` path
         }
         if let Some(group) = rest.strip_prefix('{') {
-            // `use crate::{a, b::c, d::{e, f}}`: the first segment of each item.
             let mut depth = 0;
             let mut item_start = true;
             for (i, c) in group.char_indices() {
@@ -180,6 +190,95 @@ fn imports(code: &str) -> BTreeSet<String> {
     found
 }
 
+/// The code without its `#[cfg(test)]` modules.
+fn product_only(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "#[cfg(test)]".len()..];
+        let item = after.trim_start();
+        if !item.starts_with("mod ") {
+            out.push_str("#[cfg(test)]");
+            rest = after;
+            continue;
+        }
+        // `mod name;` (a test file, left out where files are listed) or
+        // `mod name { … }`: skipped to its end.
+        let Some(open) = item.find(['{', ';']) else {
+            break;
+        };
+        if item.as_bytes()[open] == b';' {
+            rest = &item[open + 1..];
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut end = item.len();
+        for (i, c) in item[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The files `#[cfg(test)] mod name;` declares: test code, not product.
+fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut tests = BTreeSet::new();
+    for f in files {
+        let code = code_only(&std::fs::read_to_string(f).unwrap_or_default());
+        let dir = match f.file_stem().and_then(|s| s.to_str()) {
+            Some("mod" | "lib" | "main") => f.parent().map(Path::to_path_buf),
+            Some(stem) => f.parent().map(|p| p.join(stem)),
+            None => None,
+        };
+        let Some(dir) = dir else { continue };
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find("#[cfg(test)]") {
+            rest = rest[at + "#[cfg(test)]".len()..].trim_start();
+            let Some(decl) = rest.strip_prefix("mod ") else {
+                continue;
+            };
+            let name: String = decl
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if decl[name.len()..].trim_start().starts_with(';') {
+                tests.insert(dir.join(format!("{name}.rs")));
+                tests.insert(dir.join(&name));
+            }
+        }
+    }
+    tests
+}
+
+/// Product files of `src/`, each with its code (test modules left out).
+fn product_files() -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files.sort();
+    let tests = test_files(&files);
+    files
+        .into_iter()
+        .filter(|f| !tests.iter().any(|t| f.starts_with(t)))
+        .map(|f| {
+            let code = product_only(&code_only(&std::fs::read_to_string(&f).unwrap_or_default()));
+            (f, code)
+        })
+        .collect()
+}
+
 struct Graph {
     /// module → (imported module → the first file that imports it)
     edges: BTreeMap<String, BTreeMap<String, PathBuf>>,
@@ -187,24 +286,78 @@ struct Graph {
 }
 
 fn graph() -> Graph {
-    let mut files = Vec::new();
-    rust_files(&src(), &mut files);
-    files.sort();
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(f)).collect();
+    let files = product_files();
+    let modules: BTreeSet<String> = files.iter().filter_map(|(f, _)| module_of(f)).collect();
     let mut edges: BTreeMap<String, BTreeMap<String, PathBuf>> = BTreeMap::new();
     let mut lines = BTreeMap::new();
-    for f in &files {
+    for (f, code) in &files {
         let Some(m) = module_of(f) else { continue };
-        let text = std::fs::read_to_string(f).unwrap_or_default();
-        *lines.entry(m.clone()).or_insert(0) += text.lines().count();
+        *lines.entry(m.clone()).or_insert(0) += code.lines().count();
         let entry = edges.entry(m.clone()).or_default();
-        for dep in imports(&code_only(&text)) {
+        for dep in imports(code) {
             if dep != m && modules.contains(&dep) {
                 entry.entry(dep).or_insert_with(|| f.clone());
             }
         }
     }
     Graph { edges, lines }
+}
+
+/// A file's place inside a folder of `src/` (`group`, e.g. `engine` or
+/// `engine/cell`): the folder's child it belongs to (a file, or a subfolder
+/// with everything in it) and how many `super::` reach the folder from it.
+/// `None` for the folder's own `mod.rs` and for files outside it.
+fn node_of(file: &Path, group: &str) -> Option<(String, usize)> {
+    let rel = file.strip_prefix(src().join(group)).ok()?;
+    let parts: Vec<&str> = rel.iter().filter_map(|p| p.to_str()).collect();
+    if parts.is_empty() || parts == ["mod.rs"] {
+        return None;
+    }
+    let node = parts[0].strip_suffix(".rs").unwrap_or(parts[0]).to_string();
+    // `g/f.rs` and `g/d/mod.rs` are one `super::` below `g`.
+    let depth = parts.len() - usize::from(parts.last() == Some(&"mod.rs"));
+    Some((node, depth))
+}
+
+/// For each folder of `src/` below the crate root, its children's imports
+/// of each other: node → (node → the first file that imports it).
+fn file_graphs() -> BTreeMap<String, Graph> {
+    let files = product_files();
+    let mut groups: BTreeSet<String> = BTreeSet::new();
+    for (f, _) in &files {
+        let rel = f.strip_prefix(src()).unwrap_or(f);
+        let mut dir = PathBuf::new();
+        for part in rel.parent().into_iter().flat_map(|p| p.iter()) {
+            dir.push(part);
+            groups.insert(dir.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    let mut graphs = BTreeMap::new();
+    for group in groups {
+        let members: Vec<(&PathBuf, &String, String, usize)> = files
+            .iter()
+            .filter_map(|(f, code)| node_of(f, &group).map(|(n, d)| (f, code, n, d)))
+            .collect();
+        let nodes: BTreeSet<&String> = members.iter().map(|(_, _, n, _)| n).collect();
+        let mut g = Graph {
+            edges: BTreeMap::new(),
+            lines: BTreeMap::new(),
+        };
+        let path = format!("crate::{}::", group.replace('/', "::"));
+        for (f, code, node, depth) in &members {
+            let mut named = names_after(code, &path);
+            named.extend(names_after(code, &"super::".repeat(*depth)));
+            *g.lines.entry(node.clone()).or_insert(0) += code.lines().count();
+            let entry = g.edges.entry(node.clone()).or_default();
+            for dep in named {
+                if dep != *node && nodes.contains(&dep) {
+                    entry.entry(dep).or_insert_with(|| (*f).clone());
+                }
+            }
+        }
+        graphs.insert(group, g);
+    }
+    graphs
 }
 
 fn layer(m: &str) -> Option<u8> {
@@ -258,9 +411,8 @@ fn modules_import_only_from_the_layers_below() {
     );
 }
 
-#[test]
-fn there_is_no_import_cycle() {
-    let g = graph();
+/// An import cycle of `g`, if it has one.
+fn cycle(g: &Graph) -> Option<Vec<String>> {
     // Depth-first search for a back edge; report the cycle it closes.
     fn visit(
         m: &str,
@@ -287,10 +439,16 @@ fn there_is_no_import_cycle() {
         None
     }
     let mut done = BTreeSet::new();
-    for m in g.edges.keys() {
-        if let Some(cycle) = visit(m, &g, &mut Vec::new(), &mut done) {
-            panic!("import cycle: {}", cycle.join(" → "));
-        }
+    g.edges
+        .keys()
+        .find_map(|m| visit(m, g, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn there_is_no_import_cycle() {
+    let g = graph();
+    if let Some(cycle) = cycle(&g) {
+        panic!("import cycle: {}", cycle.join(" → "));
     }
     for (m, deps) in &g.edges {
         println!(
@@ -299,6 +457,30 @@ fn there_is_no_import_cycle() {
             deps.keys().cloned().collect::<Vec<_>>().join(" ")
         );
     }
+}
+
+#[test]
+fn the_files_of_a_module_import_each_other_in_no_cycle() {
+    let mut found = Vec::new();
+    for (m, g) in file_graphs() {
+        if let Some(cycle) = cycle(&g) {
+            // Name the file behind each step, so the import to move is plain.
+            let steps: Vec<String> = cycle
+                .windows(2)
+                .map(|w| {
+                    let file = &g.edges[&w[0]][&w[1]];
+                    let file = file.strip_prefix(src()).unwrap_or(file);
+                    format!("{} (src/{})", w[0], file.display())
+                })
+                .collect();
+            found.push(format!("src/{m}/: {} → {}", steps.join(" → "), cycle[0]));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "files that import each other in a circle:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
@@ -316,4 +498,34 @@ fn the_reader_understands_rust() {
     );
     let found: Vec<String> = imports(&code).into_iter().collect();
     assert_eq!(found, ["model", "plan", "store", "view"]);
+}
+
+#[test]
+fn test_code_and_files_inside_a_module_are_told_apart() {
+    let code = product_only(&code_only(
+        "use crate::model;\n#[cfg(test)]\nmod tests { use crate::tui; fn f() { {} } }\nuse crate::plan;\n#[cfg(test)]\nmod fuzz;\n",
+    ));
+    let found: Vec<String> = imports(&code).into_iter().collect();
+    assert_eq!(found, ["model", "plan"]);
+    let at = |p: &str, group: &str| node_of(&src().join(p), group);
+    assert_eq!(at("engine/mod.rs", "engine"), None);
+    assert_eq!(at("engine/lane.rs", "engine"), Some(("lane".into(), 1)));
+    assert_eq!(at("engine/cell/mod.rs", "engine"), Some(("cell".into(), 1)));
+    assert_eq!(
+        at("engine/cell/spec.rs", "engine"),
+        Some(("cell".into(), 2))
+    );
+    assert_eq!(
+        at("engine/cell/spec.rs", "engine/cell"),
+        Some(("spec".into(), 1))
+    );
+    assert_eq!(at("engine/cell/mod.rs", "engine/cell"), None);
+    assert_eq!(at("engine/lane.rs", "engine/cell"), None);
+    let up: Vec<String> = names_after(
+        "use super::{a, b::c}; super::super::x; super::d::e",
+        "super::",
+    )
+    .into_iter()
+    .collect();
+    assert_eq!(up, ["a", "b", "d"]);
 }
