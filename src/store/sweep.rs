@@ -321,14 +321,7 @@ mod tests {
     use crate::model::{CellRecord, Status};
 
     fn record(cell: &str, finished_ms: i64, status: Status) -> CellRecord {
-        let mut r: CellRecord = serde_json::from_value(serde_json::json!({
-            "cell": cell, "config": "c", "phase": "p", "workload": "w",
-            "context_tokens": 64, "concurrency": 1, "status": "skipped",
-            "failure": null, "metrics": null,
-            "started_at": "2026-12-03T08:00:00Z", "finished_at": "2026-12-03T08:00:00Z"
-        }))
-        .unwrap();
-        r.status = status;
+        let mut r = crate::model::sample_record(cell, status, "stopped");
         r.finished_at = Timestamp::from_unix_ms(finished_ms);
         r
     }
