@@ -292,12 +292,10 @@ fn report(
             args.prompt_tokens
         );
         // What a lone cell cannot measure (GPU figures, acceptance
-        // length without speculative decoding) is left out.
+        // length without speculative decoding) is left out; the client −
+        // server TTFT gap is one of the lines when the server gave its TTFT.
         for (name, value) in metric_lines(metrics, false) {
             text.push_str(&format!("{name:<20} {value}\n"));
-        }
-        if let Some(gap) = metrics.ttft_gap_ms() {
-            text.push_str(&format!("{:<20} {gap:+.2} ms\n", "TTFT client-server"));
         }
         for w in warnings {
             text.push_str(&format!("warning: {}\n", display(&w.message)));
