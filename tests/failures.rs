@@ -117,8 +117,10 @@ fn every_injected_fault_is_recorded_with_its_kind_and_evidence() {
                 assert!(!evidence.is_empty(), "{config}: no evidence in {first}");
             }
             if fault == "hang" {
-                // The stall is caught within the stall timeout plus a second, and
-                // the next cell of the config runs on a fresh server.
+                // The stall is caught after the stall timeout, not long after it
+                // (a busy machine may be late by seconds, a missed stall by the
+                // whole request timeout), and the next cell of the config runs
+                // on a fresh server.
                 let msg = first["failure"]["message"].as_str().unwrap();
                 let secs: f64 = msg
                     .split("for ")
@@ -129,7 +131,7 @@ fn every_injected_fault_is_recorded_with_its_kind_and_evidence() {
                     .unwrap()
                     .parse()
                     .unwrap();
-                assert!((1.5..2.5).contains(&secs), "{msg}");
+                assert!((1.5..8.0).contains(&secs), "{msg}");
                 // It says how many requests hung, and what the server said last.
                 assert!(msg.contains("1 request(s) in flight"), "{msg}");
                 assert!(
