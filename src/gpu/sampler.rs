@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::nvml::NvmlProbe;
 use super::{GpuSnapshot, GpuSource, GpuStatus, SimGpus};
+use crate::model::Timestamp;
 
 /// Shortest sampling interval: NVML's own counters update no faster than this.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
@@ -90,6 +91,44 @@ impl Drop for Sampler {
     }
 }
 
+/// The wall-clock time of a sampler's ticks. A snapshot is stamped with the
+/// tick it belongs to, not with when the driver calls returned (their time
+/// varies with load), so snapshots are at least an interval apart. The ticks
+/// are mapped from the monotonic clock, re-anchored when the wall clock has
+/// moved more than a second away from the mapping (an NTP step), so a stamp
+/// stays comparable with the cells' wall-clock windows.
+struct TickClock {
+    anchor: Instant,
+    anchor_ms: u64,
+}
+
+impl TickClock {
+    const DRIFT_MS: u64 = 1000;
+
+    fn new(anchor: Instant) -> TickClock {
+        TickClock {
+            anchor,
+            anchor_ms: now_ms(),
+        }
+    }
+
+    /// The stamp of the tick at `tick`, for a sample read at `read_ms`.
+    fn stamp(&mut self, tick: Instant, read_ms: u64) -> u64 {
+        let since = u64::try_from(tick.duration_since(self.anchor).as_millis()).unwrap_or(u64::MAX);
+        let mapped = self.anchor_ms.saturating_add(since);
+        if mapped.abs_diff(read_ms) > Self::DRIFT_MS {
+            self.anchor = tick;
+            self.anchor_ms = read_ms;
+            return read_ms;
+        }
+        mapped
+    }
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(Timestamp::now().unix_ms()).unwrap_or(0)
+}
+
 /// Starts the "gpu-sampler" thread: samples at once, then every `interval`
 /// (at least [`MIN_INTERVAL`]), and passes each snapshot to `sink` until the sink
 /// returns false or the [`Sampler`] is stopped or dropped. `ours(pid)` says
@@ -109,8 +148,11 @@ pub fn spawn_sampler(
             // The probe is opened on this thread so the NVML handle never leaves it.
             let mut probe = Probe::open(&source);
             let mut next = Instant::now();
+            let mut clock = TickClock::new(next);
             loop {
-                if !sink(probe.sample(&*ours)) {
+                let mut snapshot = probe.sample(&*ours);
+                snapshot.at_ms = clock.stamp(next, snapshot.at_ms);
+                if !sink(snapshot) {
                     break;
                 }
                 next += interval;
@@ -136,5 +178,27 @@ pub fn spawn_sampler(
             thread: None,
             spawn_error: Some(err.to_string()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_stamped_on_their_schedule_and_follow_a_stepped_wall_clock() {
+        let t0 = Instant::now();
+        let mut clock = TickClock {
+            anchor: t0,
+            anchor_ms: 10_000,
+        };
+        let tick = |ms| t0 + Duration::from_millis(ms);
+        // Read late by a slow driver call: stamped at the tick anyway.
+        assert_eq!(clock.stamp(tick(250), 10_400), 10_250);
+        assert_eq!(clock.stamp(tick(500), 10_505), 10_500);
+        // The wall clock stepped 5 s ahead: the stamp follows it, and the
+        // ticks after it are mapped from there.
+        assert_eq!(clock.stamp(tick(750), 15_760), 15_760);
+        assert_eq!(clock.stamp(tick(1000), 16_100), 16_010);
     }
 }
