@@ -263,7 +263,7 @@ pub fn table(c: &Comparison, metric: &Metric) -> String {
 /// A Markdown table to paste into a pull request.
 pub fn markdown(c: &Comparison, metric: &Metric) -> String {
     let (head, rows) = cells(c, metric);
-    let md = |v: &str| text::display(v).replace('|', "\\|");
+    let md = super::markdown::md_cell;
     let mut s = format!("### {} — {}\n\n", md(&c.metric), md(&c.runs.join(" vs ")));
     let _ = writeln!(
         s,
@@ -354,5 +354,12 @@ mod tests {
         );
         let json = serde_json::to_value(&cmp).unwrap();
         assert_eq!(json["rows"][0]["deltas"][1]["better"], true);
+        // A cell id or run name is never raw HTML in the Markdown.
+        let mut hostile = cmp.clone();
+        hostile.rows[0].cell = "c/<svg/onload=x>".into();
+        hostile.runs[0] = "runs/<b>a</b>".into();
+        let md = markdown(&hostile, metric);
+        assert!(!md.contains("<svg") && !md.contains("<b>"), "{md}");
+        assert!(md.contains("c/&lt;svg/onload=x&gt;"), "{md}");
     }
 }

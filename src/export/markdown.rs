@@ -13,8 +13,22 @@ use crate::view::grid::{CellView, Grid, Row, ValueMode};
 use crate::view::replay;
 use crate::view::state::ViewState;
 
-fn md_cell(s: &str) -> String {
-    text::display(s).replace('|', "\\|")
+/// Text as one Markdown table cell: control characters shown, a pipe that
+/// would end the cell escaped, and `&`, `<`, `>` as entities, so a server's
+/// words (a model name, a failure message) can never become HTML where the
+/// table is rendered.
+pub(super) fn md_cell(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in text::display(s).chars() {
+        match c {
+            '|' => out.push_str("\\|"),
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// One grid table in `mode` (`first`: the table the export has always

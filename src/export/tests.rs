@@ -49,6 +49,35 @@ fn what_was_benchmarked_reaches_every_export_made_inert() {
 }
 
 #[test]
+fn markdown_never_passes_a_servers_text_through_as_html() {
+    let mut failed = sample_record(
+        "b/code-ctx1024-c1",
+        Status::Failed,
+        "<svg/onload=alert(1)> & more",
+    );
+    failed.cell = "b/<img src=x onerror=y>".into();
+    let mut servers = Servers::new();
+    servers.insert(
+        "b".into(),
+        ServerMeta {
+            kind: "vllm".into(),
+            version: Some("</title><script>alert(1)</script>".into()),
+            model: "<b>tiny</b>".into(),
+            ..ServerMeta::default()
+        },
+    );
+    let md = markdown(None, &[failed], &servers);
+    for raw in ["<svg", "<script", "</title", "<img", "<b>"] {
+        assert!(!md.contains(raw), "{raw} in\n{md}");
+    }
+    assert!(
+        md.contains("&lt;svg/onload=alert(1)&gt; &amp; more"),
+        "{md}"
+    );
+    assert!(md.contains("&lt;/title&gt;&lt;script&gt;"), "{md}");
+}
+
+#[test]
 fn every_metric_appears_in_every_export() {
     let records = vec![
         record("a/code-ctx1024-c1", Status::Ok),

@@ -23,6 +23,31 @@ const RIGHT: f64 = 12.0;
 const TOP: f64 = 24.0;
 const BOTTOM: f64 = 40.0;
 
+/// The largest value a chart plots: beyond it a value is a broken record
+/// (a hand-edited file, an overflow), not a measurement.
+const MAX_PLOTTED: f64 = 1e15;
+
+/// The series with only the points a chart can place: finite, not negative
+/// (a rate or a latency never is), at most [`MAX_PLOTTED`], and x above 0 on
+/// a log scale; with how many were left out, which the chart says.
+fn plottable(series: &[Series], log_x: bool) -> (Vec<Series>, usize) {
+    let fits = |v: f64| v.is_finite() && (0.0..=MAX_PLOTTED).contains(&v);
+    let mut left_out = 0;
+    let kept = series
+        .iter()
+        .map(|(name, colour, points)| {
+            let ok: Vec<(f64, f64)> = points
+                .iter()
+                .copied()
+                .filter(|&(x, y)| fits(x) && fits(y) && (!log_x || x > 0.0))
+                .collect();
+            left_out += points.len() - ok.len();
+            (name.clone(), *colour, ok)
+        })
+        .collect();
+    (kept, left_out)
+}
+
 /// Where a value lands in the plot: x on a log₂ scale when asked, y from 0
 /// to a little over the largest value.
 struct Scale {
@@ -37,7 +62,9 @@ impl Scale {
         let (mut x0, mut x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
             (a.min(Scale::fx(log_x, p.0)), b.max(Scale::fx(log_x, p.0)))
         });
-        if x1 <= x0 {
+        if pts.is_empty() {
+            (x0, x1) = (0.0, 1.0);
+        } else if x1 <= x0 {
             x0 -= 1.0;
             x1 += 1.0;
         }
@@ -74,11 +101,13 @@ pub(super) fn line_chart(
 ) -> String {
     let (w, h) = (W, H);
     let left = LEFT;
+    let (series, left_out) = plottable(series, log_x);
+    let series = series.as_slice();
     let pts: Vec<(f64, f64)> = series
         .iter()
         .flat_map(|(_, _, p)| p.iter().copied())
         .collect();
-    if pts.is_empty() {
+    if pts.is_empty() && left_out == 0 {
         return String::new();
     }
     let scale = Scale::of(&pts, log_x);
@@ -95,6 +124,13 @@ pub(super) fn line_chart(
         r#"<text x="{left}" y="14" font-weight="600">{}</text>"#,
         esc(title)
     );
+    if left_out > 0 {
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="14" text-anchor="end" class="dim">{left_out} point(s) left out: not finite or out of range</text>"#,
+            w - RIGHT
+        );
+    }
     axes(&mut s, &scale, &pts, x_label, y_label);
     for (i, one) in series.iter().enumerate() {
         line(&mut s, &scale, i, one);
@@ -209,5 +245,58 @@ fn short(x: f64) -> String {
         format!("{x:.1}")
     } else {
         format!("{x:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every number written into the SVG's coordinates.
+    fn coordinates(svg: &str) -> Vec<f64> {
+        let mut out = Vec::new();
+        for attr in [
+            " x=\"", " y=\"", " cx=\"", " cy=\"", " x1=\"", " x2=\"", " y1=\"", " y2=\"",
+        ] {
+            for part in svg.split(attr).skip(1) {
+                let v = part.split('"').next().unwrap_or("");
+                out.push(v.parse::<f64>().unwrap_or(f64::NAN));
+            }
+        }
+        for part in svg.split("points=\"").skip(1) {
+            let v = part.split('"').next().unwrap_or("");
+            for n in v.split([' ', ',']) {
+                out.push(n.parse::<f64>().unwrap_or(f64::NAN));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn values_a_chart_cannot_place_are_left_out_and_said_the_axes_stay_finite() {
+        let series: Vec<Series> = vec![
+            (
+                "a".into(),
+                0,
+                vec![(1.0, 100.0), (2.0, 1.7e308), (4.0, -5.0)],
+            ),
+            (
+                "b".into(),
+                1,
+                vec![(8.0, f64::NAN), (f64::INFINITY, 3.0), (0.0, 2.0)],
+            ),
+        ];
+        let svg = line_chart("t", "x", "y", &series, true);
+        let coords = coordinates(&svg);
+        assert!(!coords.is_empty());
+        assert!(coords.iter().all(|v| v.is_finite()), "{svg}");
+        assert!(svg.contains("5 point(s) left out"), "{svg}");
+        // The one good point is drawn; the y axis is scaled to it.
+        assert_eq!(svg.matches("<circle").count(), 1, "{svg}");
+        // Nothing placeable at all: the chart says so with finite axes.
+        let none: Vec<Series> = vec![("a".into(), 0, vec![(1.0, f64::NAN)])];
+        let svg = line_chart("t", "x", "y", &none, false);
+        assert!(svg.contains("1 point(s) left out"), "{svg}");
+        assert!(coordinates(&svg).iter().all(|v| v.is_finite()), "{svg}");
     }
 }
