@@ -284,6 +284,59 @@ impl ServerFigures {
     }
 }
 
+/// The largest mean acceptance length a speculative decoder can report: a
+/// verify step accepts at most its draft, and no drafter proposes this many.
+pub const MAX_ACCEPT_LEN: f64 = 64.0;
+
+/// Whether a mean acceptance length is one a server could measure: finite,
+/// at least the one token every step emits, at most [`MAX_ACCEPT_LEN`].
+pub fn plausible_accept_len(v: f64) -> bool {
+    v.is_finite() && (1.0..=MAX_ACCEPT_LEN).contains(&v)
+}
+
+/// How far past the cell's wall time a server's latency may read (its
+/// clock and the client's tick apart).
+const LATENCY_SLACK_MS: f64 = 1000.0;
+
+impl ServerFigures {
+    /// The figures with each impossible value taken out, and what was taken
+    /// out, in words with the value: a latency not finite, negative, or
+    /// longer than the `window_ms` the measured requests ran in; a cache hit
+    /// share outside 0–100 %; an acceptance length outside 1–64.
+    pub fn bounded(mut self, window_ms: f64) -> (ServerFigures, Vec<String>) {
+        let mut dropped = Vec::new();
+        let longest = window_ms.max(0.0) + LATENCY_SLACK_MS;
+        for (name, v) in [
+            ("TTFT", &mut self.ttft_ms),
+            ("ITL", &mut self.itl_ms),
+            ("E2E latency", &mut self.e2e_ms),
+            ("queue time", &mut self.queue_ms),
+        ] {
+            if let Some(x) = *v {
+                if !(x.is_finite() && (0.0..=longest).contains(&x)) {
+                    dropped.push(format!(
+                        "the server's mean {name} {x} ms is impossible for requests that ran within {window_ms:.0} ms: not recorded"
+                    ));
+                    *v = None;
+                }
+            }
+        }
+        if let Some(x) = self.cache_hit_pct.filter(|x| !(0.0..=100.0).contains(x)) {
+            dropped.push(format!(
+                "the server's prefix cache hit share {x} % is impossible: not recorded"
+            ));
+            self.cache_hit_pct = None;
+        }
+        if let Some(x) = self.accept_len.filter(|x| !plausible_accept_len(*x)) {
+            dropped.push(format!(
+                "the server's acceptance length {x} is impossible (1 to {MAX_ACCEPT_LEN}): not recorded"
+            ));
+            self.accept_len = None;
+        }
+        (self, dropped)
+    }
+}
+
 /// Why the server's figures over a cell are not kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotTheseRequests {
@@ -454,5 +507,41 @@ vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"tiny\"} 384.0
         // A label value holding a brace is read past.
         let s = Scrape::parse("x{a=\"}\",b=\"{\"} 2\n");
         assert_eq!(s.get("x"), Some(2.0));
+    }
+
+    #[test]
+    fn impossible_figures_are_taken_out_and_said() {
+        let lying = ServerFigures {
+            requests: Some(4),
+            ttft_ms: Some(-3.0),
+            itl_ms: Some(12.0),
+            e2e_ms: Some(1e15),
+            queue_ms: Some(f64::NAN),
+            cache_hit_pct: Some(250.0),
+            accept_len: Some(1e15),
+        };
+        let (kept, said) = lying.bounded(5_000.0);
+        assert_eq!(
+            kept,
+            ServerFigures {
+                requests: Some(4),
+                itl_ms: Some(12.0),
+                ..ServerFigures::default()
+            }
+        );
+        assert_eq!(said.len(), 5, "{said:?}");
+        assert!(said
+            .iter()
+            .any(|s| s.contains("acceptance length 1000000000000000")));
+        assert!(said.iter().any(|s| s.contains("TTFT -3 ms")));
+        // Plausible figures pass untouched.
+        let fine = ServerFigures {
+            ttft_ms: Some(80.0),
+            accept_len: Some(3.2),
+            cache_hit_pct: Some(0.0),
+            ..ServerFigures::default()
+        };
+        assert_eq!(fine.bounded(5_000.0), (fine, Vec::new()));
+        assert!(!plausible_accept_len(0.5) && !plausible_accept_len(f64::INFINITY));
     }
 }

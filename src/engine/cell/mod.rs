@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::detect::{self, ServerHealth};
 use crate::load::prom::ServerFigures;
 use crate::load::{self, CellLoad, CellRun};
-use crate::model::{Failure, FailureKind, FailureSource, Metrics, RequestRecord, Spread};
+use crate::model::{Failure, FailureKind, FailureSource, Level, Metrics, RequestRecord, Spread};
 use crate::plan::ShortRequests;
 pub(crate) use host::{About, GpuFigures, Host};
 pub(crate) use session::Session;
@@ -185,7 +185,8 @@ async fn measure<H: Host>(
     if let Some(f) = &counted {
         f.fill(&mut metrics);
     }
-    metrics.accept_len = acceptance_length(host.logged_acceptance(), &run, counted.as_ref());
+    let logged = host.logged_acceptance();
+    metrics.accept_len = acceptance_length(host, logged, &run, counted.as_ref());
     let health = ServerHealth { died: host.died() };
     let checks = spec.checks(session.context_limit);
     let measured = detect::Measured {
@@ -233,15 +234,38 @@ async fn measure<H: Host>(
 /// Speculative decoding's acceptance length over the measurement: from the
 /// server's counters (vLLM: exact over the measured requests) when it exports
 /// them, else the mean of its log lines during it, else its gauge (SGLang).
+/// A value no decoder could measure is left out, with a notice.
 fn acceptance_length(
+    host: &mut impl Host,
     logged: Vec<f64>,
     run: &CellRun,
     counted: Option<&ServerFigures>,
 ) -> Option<f64> {
+    use load::prom::{plausible_accept_len, MAX_ACCEPT_LEN};
+    let (logged, impossible): (Vec<f64>, Vec<f64>) =
+        logged.into_iter().partition(|v| plausible_accept_len(*v));
+    let gauge = run
+        .server
+        .as_ref()
+        .and_then(|r| load::prom::sglang_accept_gauge(&r.after));
+    let impossible: Vec<String> = impossible
+        .into_iter()
+        .chain(gauge.filter(|g| !plausible_accept_len(*g)))
+        .map(|v| v.to_string())
+        .collect();
+    if !impossible.is_empty() {
+        host.notice(
+            Level::Warn,
+            About::Cell,
+            format!(
+                "the server reported impossible acceptance lengths ({}; 1 to {MAX_ACCEPT_LEN} can be): not counted",
+                impossible.join(", ")
+            ),
+        );
+    }
     let from_log = (!logged.is_empty()).then(|| logged.iter().sum::<f64>() / logged.len() as f64);
-    counted.and_then(|f| f.accept_len).or(from_log).or_else(|| {
-        run.server
-            .as_ref()
-            .and_then(|r| load::prom::sglang_accept_gauge(&r.after))
-    })
+    counted
+        .and_then(|f| f.accept_len)
+        .or(from_log)
+        .or(gauge.filter(|g| plausible_accept_len(*g)))
 }

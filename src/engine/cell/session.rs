@@ -249,7 +249,13 @@ impl Session {
             );
         }
         match run.server_figures()? {
-            Ok(f) => Some(f),
+            Ok(f) => {
+                let (f, impossible) = f.bounded(run.wall_ns as f64 / 1e6);
+                for why in impossible {
+                    host.notice(Level::Warn, About::Cell, why);
+                }
+                Some(f)
+            }
             Err(why) => {
                 host.notice(Level::Warn, About::Cell, why.to_string());
                 None

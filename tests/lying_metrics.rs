@@ -1,0 +1,152 @@
+//! A server whose `/metrics` page says impossible things (an acceptance length
+//! of 1e15, a negative TTFT, a queue time longer than the whole cell): the
+//! cell is measured from the client's own clock, each impossible figure is
+//! left out (null) and said in a warning, never recorded.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{bin, run_with_deadline};
+
+/// The `/metrics` page after `n` finished requests: vLLM's names, every
+/// request counted, and figures no server can measure.
+fn metrics_page(n: u64) -> String {
+    format!(
+        "vllm:e2e_request_latency_seconds_count {n}\n\
+         vllm:e2e_request_latency_seconds_sum {}\n\
+         vllm:time_to_first_token_seconds_count {n}\n\
+         vllm:time_to_first_token_seconds_sum {}\n\
+         vllm:request_queue_time_seconds_count {n}\n\
+         vllm:request_queue_time_seconds_sum {}\n\
+         vllm:spec_decode_num_drafts_total {n}\n\
+         vllm:spec_decode_num_accepted_tokens_total {}\n",
+        0.01 * n as f64,
+        -0.5 * n as f64,
+        9.0e6 * n as f64,
+        1e15 * n as f64,
+    )
+}
+
+/// One HTTP/1.1 exchange: the request's path and body, then the answer.
+fn serve_one(stream: TcpStream, finished: &AtomicU64) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let path = line.split(' ').nth(1).unwrap_or("/").to_string();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h == "\r\n" {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    let mut out = stream;
+    let reply = |out: &mut TcpStream, kind: &str, text: &str| {
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+            text.len()
+        )
+    };
+    match path.as_str() {
+        "/v1/models" => reply(
+            &mut out,
+            "application/json",
+            r#"{"object":"list","data":[{"id":"liar","object":"model","max_model_len":4096}]}"#,
+        ),
+        "/metrics" => reply(
+            &mut out,
+            "text/plain",
+            &metrics_page(finished.load(Ordering::SeqCst)),
+        ),
+        "/v1/completions" => {
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+            )?;
+            for _ in 0..8 {
+                write!(
+                    out,
+                    "data: {{\"choices\":[{{\"index\":0,\"text\":\" a\"}}]}}\n\n"
+                )?;
+                out.flush()?;
+            }
+            // Usage as the prompt was sent: a word a token (the test's
+            // prompt is built from the /tokenize-less estimate).
+            let words = String::from_utf8_lossy(&body).split_whitespace().count();
+            write!(
+                out,
+                "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{words},\"completion_tokens\":8}}}}\n\ndata: [DONE]\n\n"
+            )?;
+            out.flush()?;
+            finished.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        _ => write!(
+            out,
+            "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        ),
+    }
+}
+
+#[test]
+fn impossible_server_figures_are_null_and_said() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let finished = Arc::new(AtomicU64::new(0));
+    let counter = finished.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let _ = serve_one(stream, &counter);
+            });
+        }
+    });
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args([
+        "loadtest",
+        &format!("http://127.0.0.1:{port}"),
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--max-tokens",
+        "8",
+        "--prompt-tokens",
+        "64",
+        "--json",
+    ]);
+    let out = run_with_deadline(cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let m: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // The client's own measurement stands.
+    assert_eq!(m["requests"], 4, "{m}");
+    assert_eq!(m["output_tokens"], 32, "{m}");
+    // What the server could not have measured is unknown, not a number (a
+    // negative TTFT reads as a counter reset: no figure).
+    assert!(m["accept_len"].is_null(), "{m}");
+    assert!(m["server_ttft_ms_mean"].is_null(), "{m}");
+    assert!(m["server_queue_ms_mean"].is_null(), "{m}");
+    // A plausible figure of the same page is kept.
+    assert_eq!(m["server_e2e_ms_mean"].as_f64(), Some(10.0), "{m}");
+    // Each one left out is said, with the value the server gave.
+    let said = format!("{stderr}{}", m["warnings"]);
+    assert!(
+        said.contains("acceptance length 1000000000000001"),
+        "{said}"
+    );
+    assert!(said.contains("queue time 9000000000 ms"), "{said}");
+}
