@@ -189,6 +189,9 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
         let probe = load::http_client();
         let preset = ServerKind::Openai.preset();
         let about = load::about(&probe, &base, preset).await;
+        for why in &about.refused {
+            eprintln!("warning: {why}");
+        }
         let (listed, limit) = (about.model, about.context);
         let model = args
             .model

@@ -172,6 +172,9 @@ impl Launcher<'_> {
             ContextLimit::Server => about.context,
         };
         let meta = self.server_meta(config, &about, &model, command).await;
+        for why in &about.refused {
+            core.notice(Level::Warn, format!("{}: {why}", config.id));
+        }
         if context_limit.is_none() {
             core.notice(Level::Warn, format!("{}: the server reports no context limit and the plan sets none; prompts are not clamped", config.id));
         }

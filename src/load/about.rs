@@ -15,6 +15,24 @@ pub struct About {
     pub model_root: Option<String>,
     pub context: Option<u64>,
     pub version: Option<String>,
+    /// What the server said that cannot be true, in words with its value
+    /// (a context of 0 tokens): left unknown, to be said as a notice.
+    pub refused: Vec<String>,
+}
+
+/// The longest context a served model can have, in tokens; beyond it (or
+/// at 0) the server's figure is a broken one, not a limit.
+pub const MAX_CONTEXT: u64 = 1 << 27;
+
+/// A context length the server reported, kept when it can be true.
+fn context_of(said: u64, from: &str, refused: &mut Vec<String>) -> Option<u64> {
+    if (1..=MAX_CONTEXT).contains(&said) {
+        return Some(said);
+    }
+    refused.push(format!(
+        "the server's context length {said} tokens ({from}) cannot be true: taken as unknown (set limits.context in the plan)"
+    ));
+    None
 }
 
 /// GET a JSON document; `None` on any failure.
@@ -45,7 +63,10 @@ pub async fn about(client: &reqwest::Client, base: &str, preset: &Preset) -> Abo
             let s = |k: &str| m.get(k).and_then(|x| x.as_str()).map(str::to_string);
             out.model = s("id");
             out.model_root = s("root");
-            out.context = m.get("max_model_len").and_then(|x| x.as_u64());
+            out.context = m
+                .get("max_model_len")
+                .and_then(|x| x.as_u64())
+                .and_then(|n| context_of(n, "/v1/models max_model_len", &mut out.refused));
         }
     }
     let mut pages: Vec<(&str, serde_json::Value)> = Vec::new();
@@ -58,18 +79,23 @@ pub async fn about(client: &reqwest::Client, base: &str, preset: &Preset) -> Abo
             pages.push((path, v));
         }
     }
-    let find = |list: &[(&str, &str)]| {
+    // The first of `list` the pages hold, with the page it is on.
+    let find = |list: &[(&'static str, &str)]| {
         list.iter().find_map(|(path, pointer)| {
             pages
                 .iter()
                 .find(|(p, _)| p == path)
                 .and_then(|(_, v)| text_at(v, pointer))
+                .map(|text| (*path, text))
         })
     };
     if out.context.is_none() {
-        out.context = find(preset.context).and_then(|s| s.parse().ok());
+        if let Some((path, said)) = find(preset.context) {
+            let said = said.parse().ok();
+            out.context = said.and_then(|n| context_of(n, path, &mut out.refused));
+        }
     }
-    out.version = find(preset.version);
+    out.version = find(preset.version).map(|(_, text)| text);
     out
 }
 
@@ -87,5 +113,20 @@ mod tests {
         assert_eq!(text_at(&v, "/missing"), None);
         let long = serde_json::json!({"v": "x".repeat(500)});
         assert_eq!(text_at(&long, "/v").unwrap().len(), 80);
+    }
+
+    #[test]
+    fn a_context_that_cannot_be_true_is_unknown_and_said() {
+        let mut refused = Vec::new();
+        assert_eq!(context_of(4096, "x", &mut refused), Some(4096));
+        assert!(refused.is_empty());
+        assert_eq!(
+            context_of(0, "/v1/models max_model_len", &mut refused),
+            None
+        );
+        assert_eq!(context_of(u64::MAX, "/props", &mut refused), None);
+        assert_eq!(refused.len(), 2);
+        assert!(refused[0].contains("context length 0 tokens (/v1/models max_model_len)"));
+        assert!(refused[0].contains("limits.context"));
     }
 }

@@ -1,7 +1,8 @@
-//! A server whose `/metrics` page says impossible things (an acceptance length
-//! of 1e15, a negative TTFT, a queue time longer than the whole cell): the
-//! cell is measured from the client's own clock, each impossible figure is
-//! left out (null) and said in a warning, never recorded.
+//! A server that says impossible things about itself: on its `/metrics`
+//! page (an acceptance length of 1e15, a negative TTFT, a queue time longer
+//! than the whole cell), or a context length of 0 on `/v1/models`. The cell
+//! is measured from the client's own clock, each impossible figure is left
+//! out (null, unknown) and said in a warning, never recorded or obeyed.
 
 mod common;
 
@@ -33,7 +34,7 @@ fn metrics_page(n: u64) -> String {
 }
 
 /// One HTTP/1.1 exchange: the request's path and body, then the answer.
-fn serve_one(stream: TcpStream, finished: &AtomicU64) -> std::io::Result<()> {
+fn serve_one(stream: TcpStream, finished: &AtomicU64, context: u64) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -62,7 +63,9 @@ fn serve_one(stream: TcpStream, finished: &AtomicU64) -> std::io::Result<()> {
         "/v1/models" => reply(
             &mut out,
             "application/json",
-            r#"{"object":"list","data":[{"id":"liar","object":"model","max_model_len":4096}]}"#,
+            &format!(
+                r#"{{"object":"list","data":[{{"id":"liar","object":"model","max_model_len":{context}}}]}}"#
+            ),
         ),
         "/metrics" => reply(
             &mut out,
@@ -99,20 +102,25 @@ fn serve_one(stream: TcpStream, finished: &AtomicU64) -> std::io::Result<()> {
     }
 }
 
-#[test]
-fn impossible_server_figures_are_null_and_said() {
+/// The lying server on a free port, saying its context is `context` tokens.
+fn liar(context: u64) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let finished = Arc::new(AtomicU64::new(0));
-    let counter = finished.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let counter = counter.clone();
+            let counter = finished.clone();
             std::thread::spawn(move || {
-                let _ = serve_one(stream, &counter);
+                let _ = serve_one(stream, &counter, context);
             });
         }
     });
+    port
+}
+
+/// `sweeptop loadtest --json` against the server on `port`: its result and
+/// what it said on stderr.
+fn loadtest(port: u16) -> (serde_json::Value, String) {
     let mut cmd = std::process::Command::new(bin());
     cmd.args([
         "loadtest",
@@ -128,10 +136,15 @@ fn impossible_server_figures_are_null_and_said() {
         "--json",
     ]);
     let out = run_with_deadline(cmd, Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let m: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    (serde_json::from_str(&stdout).unwrap(), stderr)
+}
+
+#[test]
+fn impossible_server_figures_are_null_and_said() {
+    let (m, stderr) = loadtest(liar(4096));
     // The client's own measurement stands.
     assert_eq!(m["requests"], 4, "{m}");
     assert_eq!(m["output_tokens"], 32, "{m}");
@@ -149,4 +162,16 @@ fn impossible_server_figures_are_null_and_said() {
         "{said}"
     );
     assert!(said.contains("queue time 9000000000 ms"), "{said}");
+}
+
+#[test]
+fn a_context_of_zero_is_unknown_and_said_not_an_overflow_of_every_prompt() {
+    let (m, stderr) = loadtest(liar(0));
+    assert_eq!(m["failed_requests"], 0, "{m}\n{stderr}");
+    assert_eq!(m["output_tokens"], 32, "{m}");
+    assert!(m["context_limit"].is_null(), "{m}");
+    assert!(
+        stderr.contains("context length 0 tokens (/v1/models max_model_len) cannot be true"),
+        "{stderr}"
+    );
 }
