@@ -289,6 +289,11 @@ fn compare_puts_two_runs_side_by_side() {
     std::fs::create_dir_all(&b).unwrap();
     let (run_a, _) = run_plan(&a, &tag, TINY_PLAN, Duration::from_secs(120));
     let (run_b, _) = run_plan(&b, &tag, TINY_PLAN, Duration::from_secs(120));
+    // A third run whose plan asks its workload for more tokens.
+    let c = dir.join("c");
+    std::fs::create_dir_all(&c).unwrap();
+    let longer = TINY_PLAN.replace("max_tokens = 8", "max_tokens = 16");
+    let (run_c, _) = run_plan(&c, &tag, &longer, Duration::from_secs(120));
     let cell = results(&run_a)[0]["cell"].as_str().unwrap().to_string();
     for (format, want) in [
         ("table", format!("{cell}  ")),
@@ -307,6 +312,23 @@ fn compare_puts_two_runs_side_by_side() {
         assert_eq!(out.status.code(), Some(0), "{text}");
         assert!(text.contains(&want), "{format}: {text}");
         assert!(format == "json" || text.contains("TTFT p50"), "{text}");
+        assert!(!text.contains("plans differ"), "{text}");
+    }
+    // Runs of plans whose workload asked for something else: said at the
+    // top with both values, no change given unless forced.
+    for (force, want) in [(false, "≠ workload"), (true, "%")] {
+        let mut cmd = sweeptop(&tag);
+        cmd.arg("compare").arg(&run_a).arg(&run_c);
+        if force {
+            cmd.arg("--force");
+        }
+        let out = run_with_deadline(cmd, Duration::from_secs(30));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(text.contains("The plans differ"), "{text}");
+        assert!(text.contains("workload w: max_tokens 8 in"), "{text}");
+        let row = text.lines().find(|l| l.starts_with(&cell)).unwrap_or("");
+        assert!(row.contains(want), "{force}: {text}");
     }
     // A metric that does not exist is one plain line, exit 2.
     let mut cmd = sweeptop(&tag);

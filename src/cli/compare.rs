@@ -1,5 +1,5 @@
 //! `sweeptop compare RUN_A RUN_B [...] [--value KEY] [--format table|md|json]
-//! [--noise PCT]`: the same cells of several runs side by side.
+//! [--noise PCT] [--force]`: the same cells of several runs side by side.
 
 use std::path::PathBuf;
 
@@ -30,6 +30,10 @@ pub struct CompareArgs {
     /// claim from one measurement per cell).
     #[arg(long, default_value_t = 2.0, value_name = "PCT")]
     noise: f64,
+    /// Give changes for the cells of workloads whose settings differ between
+    /// the runs' plans too (by default they are marked not comparable).
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn compare(args: CompareArgs) -> Result<u8> {
@@ -49,13 +53,14 @@ pub fn compare(args: CompareArgs) -> Result<u8> {
     }
     let mut runs = Vec::new();
     for dir in &args.runs {
-        let (_, results) = super::read_run(dir)?;
+        let (plan, results) = super::read_run(dir)?;
         runs.push(RunResults {
             name: dir.display().to_string(),
+            plan,
             records: results.records,
         });
     }
-    let cmp = compare::compare(&runs, metric, args.noise);
+    let cmp = compare::compare(&runs, metric, args.noise, args.force);
     let text = match args.format {
         CompareFormat::Table => compare::table(&cmp, metric),
         CompareFormat::Md => compare::markdown(&cmp, metric),

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{esc, RunReport};
-use crate::export::compare::{compare, delta_text, value_text, RunResults};
+use crate::export::compare::{compare, delta_text, value_text, RunResults, NOT_COMPARABLE};
 use crate::model::Metric;
 
 /// The comparison table, and how many cells are not in every run.
@@ -14,18 +14,28 @@ pub(super) fn comparison(s: &mut String, runs: &[RunReport]) {
         .iter()
         .map(|r| RunResults {
             name: r.dir.clone(),
+            plan: r.plan.clone(),
             records: r.records.clone(),
         })
         .collect();
     let Some(metric) = Metric::by_key("output_tok_s") else {
         return;
     };
-    let c = compare(&cmp_runs, metric, 2.0);
-    let _ = write!(
-        s,
-        "<h1>Comparison: {}</h1><table><tr>",
-        esc(&c.runs.join(" vs "))
-    );
+    let c = compare(&cmp_runs, metric, 2.0, false);
+    let _ = write!(s, "<h1>Comparison: {}</h1>", esc(&c.runs.join(" vs ")));
+    for d in &c.settings.differ {
+        let _ = write!(
+            s,
+            r#"<p class="worse">The plans differ: workload {} asks for {} {} in {} but {} in {}; its cells are not comparable.</p>"#,
+            esc(&d.workload),
+            esc(&d.setting),
+            esc(&d.first),
+            esc(&c.runs[0]),
+            esc(&d.value),
+            esc(&d.run)
+        );
+    }
+    s.push_str("<table><tr>");
     let _ = write!(s, r#"<th class="l">cell</th>"#);
     for (i, r) in c.runs.iter().enumerate() {
         let _ = write!(s, "<th>{}</th>", esc(r));
@@ -46,7 +56,11 @@ pub(super) fn comparison(s: &mut String, runs: &[RunReport]) {
                     Some(d) if !d.within_noise && d.better == Some(false) => "worse",
                     _ => "dim",
                 };
-                let text = delta_text(d);
+                let text = if row.comparable {
+                    delta_text(d)
+                } else {
+                    NOT_COMPARABLE.to_string()
+                };
                 let _ = write!(s, r#"<td class="{class}">{}</td>"#, esc(&text));
             }
         }

@@ -2,19 +2,28 @@
 //! by side, matched by cell id, with each run's change against the first. A
 //! change inside the noise band is marked as such (`≈`): one measurement per
 //! cell has no spread of its own, so the band is the user's `--noise` (2 %
-//! by default). Cells only some runs have are listed apart.
+//! by default). Cells only some runs have are listed apart. Runs of plans
+//! whose workloads ask for different things are said at the top, and those
+//! workloads' cells are not compared unless forced ([`settings`]).
+
+mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::model::{text, CellRecord, Metric, Status};
+use crate::plan::Plan;
+pub use settings::{SettingDiff, Settings};
 
 /// One run as `compare` reads it.
 pub struct RunResults {
     /// How the run is named in the output (its directory).
     pub name: String,
+    /// Its plan, when it could be read: the settings its cells measured.
+    pub plan: Option<Arc<Plan>>,
     /// The latest record of each cell.
     pub records: Vec<CellRecord>,
 }
@@ -75,6 +84,9 @@ pub struct Delta {
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub cell: String,
+    /// Its workload asks for the same in every run (else no delta is
+    /// given, unless forced).
+    pub comparable: bool,
     pub values: Vec<Value>,
     /// Against the first run, for each later run (None without two numbers).
     pub deltas: Vec<Option<Delta>>,
@@ -89,9 +101,25 @@ pub struct Comparison {
     pub rows: Vec<Row>,
     /// Cells only some runs have: the cell and the runs that have it.
     pub only_in: Vec<(String, Vec<String>)>,
+    /// The workload settings that differ between the runs' plans.
+    pub settings: Settings,
+    /// Cells of workloads whose settings differ are compared anyway.
+    pub forced: bool,
 }
 
-pub fn compare(runs: &[RunResults], metric: &'static Metric, noise_pct: f64) -> Comparison {
+/// The runs' cells side by side; with `force`, deltas are given for cells
+/// whose workload's settings differ between the plans too.
+pub fn compare(
+    runs: &[RunResults],
+    metric: &'static Metric,
+    noise_pct: f64,
+    force: bool,
+) -> Comparison {
+    let plans: Vec<(&str, Option<&Plan>)> = runs
+        .iter()
+        .map(|r| (r.name.as_str(), r.plan.as_deref()))
+        .collect();
+    let settings = settings::compare_settings(&plans);
     let maps: Vec<BTreeMap<&str, &CellRecord>> = runs
         .iter()
         .map(|r| r.records.iter().map(|c| (c.cell.as_str(), c)).collect())
@@ -116,7 +144,8 @@ pub fn compare(runs: &[RunResults], metric: &'static Metric, noise_pct: f64) -> 
             .flatten()
             .map(|r| Value::of(r, metric))
             .collect();
-        let base = values[0].number();
+        let comparable = recs[0].is_none_or(|r| settings.same(&r.workload));
+        let base = values[0].number().filter(|_| comparable || force);
         let deltas = values[1..]
             .iter()
             .enumerate()
@@ -145,6 +174,7 @@ pub fn compare(runs: &[RunResults], metric: &'static Metric, noise_pct: f64) -> 
             .collect();
         rows.push(Row {
             cell: cell.to_string(),
+            comparable,
             values,
             deltas,
         });
@@ -155,8 +185,47 @@ pub fn compare(runs: &[RunResults], metric: &'static Metric, noise_pct: f64) -> 
         noise_pct,
         rows,
         only_in,
+        settings,
+        forced: force,
     }
 }
+
+/// What the plans' settings say about the comparison, before its table, a
+/// paragraph each (its detail lines are the second of each pair): each
+/// workload setting that differs with both values, and the runs whose plan
+/// could not be read. None when the plans agree.
+fn settings_said(c: &Comparison) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    if !c.settings.differ.is_empty() {
+        let head = if c.forced {
+            "The plans differ: these workloads' cells are compared anyway (--force)."
+        } else {
+            "The plans differ: these workloads' cells are not comparable and get no change (--force to compare them)."
+        };
+        let details = c
+            .settings
+            .differ
+            .iter()
+            .map(|d| {
+                format!(
+                    "workload {}: {} {} in {} but {} in {}",
+                    d.workload, d.setting, d.first, c.runs[0], d.value, d.run
+                )
+            })
+            .collect();
+        out.push((head.to_string(), details));
+    }
+    for run in &c.settings.unchecked {
+        out.push((
+            format!("{run}: its plan cannot be read, so its settings are not checked against the others'."),
+            Vec::new(),
+        ));
+    }
+    out
+}
+
+/// A later run's change where the cell's workload asked for something else.
+pub(crate) const NOT_COMPARABLE: &str = "≠ workload";
 
 pub(crate) fn value_text(v: &Value, metric: &Metric) -> String {
     match v {
@@ -199,7 +268,11 @@ fn cells(c: &Comparison, metric: &Metric) -> (Vec<String>, Vec<Vec<String>>) {
             for (i, v) in r.values.iter().enumerate() {
                 row.push(value_text(v, metric));
                 if i > 0 {
-                    row.push(delta_text(&r.deltas[i - 1]));
+                    row.push(if r.comparable || c.forced {
+                        delta_text(&r.deltas[i - 1])
+                    } else {
+                        NOT_COMPARABLE.to_string()
+                    });
                 }
             }
             row
@@ -251,6 +324,13 @@ pub fn table(c: &Comparison, metric: &Metric) -> String {
             .to_string()
     };
     let mut s = format!("{} — {}\n\n", c.metric, c.runs.join(" vs "));
+    for (head, details) in settings_said(c) {
+        let _ = writeln!(s, "{head}");
+        for d in details {
+            let _ = writeln!(s, "  {d}");
+        }
+        s.push('\n');
+    }
     let _ = writeln!(s, "{}", line(&head));
     for r in &rows {
         let _ = writeln!(s, "{}", line(r));
@@ -265,6 +345,15 @@ pub fn markdown(c: &Comparison, metric: &Metric) -> String {
     let (head, rows) = cells(c, metric);
     let md = super::markdown::md_cell;
     let mut s = format!("### {} — {}\n\n", md(&c.metric), md(&c.runs.join(" vs ")));
+    for (head, details) in settings_said(c) {
+        let _ = writeln!(s, "{}\n", md(&head));
+        for d in &details {
+            let _ = writeln!(s, "- {}", md(d));
+        }
+        if !details.is_empty() {
+            s.push('\n');
+        }
+    }
     let _ = writeln!(
         s,
         "| {} |",
@@ -306,6 +395,7 @@ mod tests {
         ));
         let a = RunResults {
             name: "runs/a".into(),
+            plan: None,
             records: vec![
                 ok("c/w-ctx1-c1", 100.0),
                 ok("c/w-ctx1-c4", 300.0),
@@ -314,14 +404,16 @@ mod tests {
         };
         let b = RunResults {
             name: "runs/b".into(),
+            plan: None,
             records: vec![ok("c/w-ctx1-c1", 101.0), crashed, ok("c/only-b", 1.0)],
         };
         let c = RunResults {
             name: "runs/c".into(),
+            plan: None,
             records: vec![ok("c/w-ctx1-c1", 130.0), ok("c/w-ctx1-c4", 240.0)],
         };
         let metric = Metric::by_key("output_tok_s").unwrap();
-        let cmp = compare(&[a, b, c], metric, 2.0);
+        let cmp = compare(&[a, b, c], metric, 2.0, false);
         assert_eq!(cmp.rows.len(), 2);
         let r0 = &cmp.rows[0];
         assert_eq!(r0.cell, "c/w-ctx1-c1");
@@ -354,6 +446,48 @@ mod tests {
         );
         let json = serde_json::to_value(&cmp).unwrap();
         assert_eq!(json["rows"][0]["deltas"][1]["better"], true);
+        // Plans whose workload asked for something else: said at the top,
+        // the cells not compared unless forced.
+        let plan = |max_tokens: u32| {
+            let text = format!(
+                "name = \"t\"\n[server]\ncommand = \"serve --port {{port}}\"\nport = 1\n\
+                 [[workloads]]\nid = \"code\"\ncontexts = [1]\nconcurrency = [1]\n\
+                 max_tokens = {max_tokens}\n[[phases]]\nid = \"p\"\n"
+            );
+            Some(Arc::new(
+                Plan::parse(std::path::Path::new("t.toml"), &text).unwrap(),
+            ))
+        };
+        let runs = |force| {
+            let two = [
+                RunResults {
+                    name: "runs/a".into(),
+                    plan: plan(16),
+                    records: vec![ok("c/w-ctx1-c1", 100.0)],
+                },
+                RunResults {
+                    name: "runs/b".into(),
+                    plan: plan(128),
+                    records: vec![ok("c/w-ctx1-c1", 111.7)],
+                },
+            ];
+            compare(&two, metric, 2.0, force)
+        };
+        let unforced = runs(false);
+        assert!(!unforced.rows[0].comparable);
+        assert_eq!(unforced.rows[0].deltas[0], None);
+        let t = table(&unforced, metric);
+        assert!(t.contains("The plans differ"), "{t}");
+        assert!(
+            t.contains("workload code: max_tokens 16 in runs/a but 128 in runs/b"),
+            "{t}"
+        );
+        assert!(t.contains("≠ workload") && !t.contains("better"), "{t}");
+        let md = markdown(&unforced, metric);
+        assert!(md.contains("- workload code: max_tokens 16"), "{md}");
+        let forced = runs(true);
+        assert!(table(&forced, metric).contains("+11.7% better"));
+        assert!(table(&forced, metric).contains("compared anyway (--force)"));
         // A cell id or run name is never raw HTML in the Markdown.
         let mut hostile = cmp.clone();
         hostile.rows[0].cell = "c/<svg/onload=x>".into();
