@@ -474,9 +474,45 @@ async fn send_command(
     w.write_all(s.as_bytes()).await
 }
 
-/// Whether a sweep answers on this run directory's socket.
+/// Whether a sweep answers on this run directory's socket. A socket answers
+/// while any process holds the listener open, so the one that listens must be
+/// alive too: a sweep killed with SIGKILL while a child of it had not yet
+/// exec'd (and closed its inherited descriptors) is not running.
 pub fn is_live(run_dir: &Path) -> bool {
-    std::os::unix::net::UnixStream::connect(run_dir.join(SOCKET)).is_ok()
+    let Ok(stream) = std::os::unix::net::UnixStream::connect(run_dir.join(SOCKET)) else {
+        return false;
+    };
+    listener_pid(&stream).is_none_or(process_running)
+}
+
+/// The process that listens on the other end (`SO_PEERCRED`).
+fn listener_pid(stream: &std::os::unix::net::UnixStream) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the size given, and
+    // the descriptor is an open socket for the call's whole duration.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            std::ptr::addr_of_mut!(cred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && cred.pid > 0).then_some(cred.pid)
+}
+
+/// Alive and not a zombie.
+fn process_running(pid: i32) -> bool {
+    procfs::process::Process::new(pid)
+        .and_then(|p| p.stat())
+        .is_ok_and(|s| s.state != 'Z')
 }
 
 pub mod file;

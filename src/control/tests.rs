@@ -165,3 +165,81 @@ async fn a_viewer_that_stops_reading_never_blocks_and_is_resynchronised() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A sweep killed while a child of it still held its listener (forked, not
+/// yet exec'd) is not running: the socket answers, but the process that
+/// listens is gone.
+#[test]
+fn a_socket_held_only_by_a_dead_sweeps_child_is_not_live() {
+    let dir = std::env::temp_dir().join(format!("sweeptop-orphan-sock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(SOCKET);
+    // Everything the forked processes need is built before fork: after it
+    // they make system calls only.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_encoded_bytes();
+    assert!(bytes.len() < addr.sun_path.len());
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let [from_child, to_parent] = fds;
+    // The holder lives until this end closes: when the test ends, however.
+    let mut release = [0; 2];
+    assert_eq!(unsafe { libc::pipe(release.as_mut_ptr()) }, 0);
+    let [wait_for_release, released] = release;
+    // SAFETY: the children call only async-signal-safe functions.
+    let listener = unsafe { libc::fork() };
+    assert!(listener >= 0);
+    if listener == 0 {
+        unsafe {
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            if fd < 0
+                || libc::bind(fd, std::ptr::addr_of!(addr).cast(), len) != 0
+                || libc::listen(fd, 8) != 0
+            {
+                libc::_exit(1);
+            }
+            // The holder keeps the listener; the one that listened dies.
+            let holder = libc::fork();
+            if holder == 0 {
+                libc::close(released);
+                let me = libc::getpid();
+                libc::write(to_parent, std::ptr::addr_of!(me).cast(), 4);
+                let mut byte = 0u8;
+                libc::read(wait_for_release, std::ptr::addr_of_mut!(byte).cast(), 1);
+                libc::_exit(0);
+            }
+            libc::_exit(if holder > 0 { 0 } else { 1 });
+        }
+    }
+    let mut status = 0;
+    unsafe { libc::waitpid(listener, &mut status, 0) };
+    let mut holder: libc::pid_t = 0;
+    assert_eq!(
+        unsafe { libc::read(from_child, std::ptr::addr_of_mut!(holder).cast(), 4) },
+        4
+    );
+    unsafe {
+        libc::close(to_parent);
+        libc::close(from_child);
+        libc::close(wait_for_release);
+    }
+    // The socket answers…
+    assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
+    // …but no sweep is running there, and a new one may take the directory.
+    assert!(!is_live(&dir));
+    // A listener this process holds is live.
+    std::fs::remove_file(&path).unwrap();
+    let own = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    assert!(is_live(&dir));
+    drop(own);
+    // The holder ends when it reads this end closed.
+    assert!(holder > 0);
+    unsafe { libc::close(released) };
+    let _ = std::fs::remove_dir_all(&dir);
+}

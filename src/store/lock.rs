@@ -17,6 +17,16 @@ pub(super) fn lock(dir: &Path) -> Result<File, StoreError> {
         .write(true)
         .open(&p)
         .map_err(io_err(&p))?;
+    // A sweep killed just after it started a server may leave the lock
+    // with that child for the moment between its exec and the kernel closing
+    // the descriptors it inherited: a lock held that briefly is waited for.
+    for _ in 0..RETRIES {
+        match f.try_lock() {
+            Ok(()) => return Ok(f),
+            Err(fs::TryLockError::WouldBlock) => std::thread::sleep(RETRY_EVERY),
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(&p)(e)),
+        }
+    }
     match f.try_lock() {
         Ok(()) => Ok(f),
         Err(fs::TryLockError::WouldBlock) => Err(Invalid::Locked {
@@ -26,6 +36,11 @@ pub(super) fn lock(dir: &Path) -> Result<File, StoreError> {
         Err(fs::TryLockError::Error(e)) => Err(io_err(&p)(e)),
     }
 }
+
+/// How long a held lock is waited for before it is said to be another
+/// sweep's: 20 × 50 ms.
+const RETRIES: u32 = 20;
+const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Whether a live sweep holds the directory's lock.
 pub fn is_locked(dir: &Path) -> bool {
