@@ -21,6 +21,8 @@ port = "auto"
 stop_grace_s = 2
 [limits]
 context = 4096
+# Every line is kept: no cap (the cap has its own test below).
+log_max_mb = 0
 [[workloads]]
 id = "w"
 contexts = [64]
@@ -115,5 +117,74 @@ id = "p"
     assert_eq!(r["status"], "ok", "{r}");
     let log = std::fs::metadata(out_dir.join("logs/p.log")).unwrap().len();
     assert!(log >= 262_144 + 1_048_576, "the log kept {log} bytes");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_log_over_its_cap_keeps_its_head_and_newest_lines_and_every_line_is_classified() {
+    let dir = scratch("flood-cap");
+    // A 1 MiB cap against a flood of many MB, then a CUDA crash at the end
+    // of it: the crash is named although its line is long past the head.
+    let (out_dir, _stdout) = run_plan(
+        &dir,
+        "flood-cap",
+        r#"
+name = "flood-cap"
+[server]
+command = "{sweeptop} sim-server --port {port} --startup-ms 100 --ttft-ms 20 --itl-ms 5 --fault flood:50 --fault crash:cuda_illegal_instruction@900"
+port = "auto"
+stop_grace_s = 2
+[limits]
+context = 4096
+log_max_mb = 1
+[[workloads]]
+id = "w"
+contexts = [64]
+concurrency = [1]
+requests = 6
+max_tokens = 200
+[[phases]]
+id = "p"
+"#,
+        Duration::from_secs(120),
+    );
+    let r = &results(&out_dir)[0];
+    assert_eq!(r["status"], "failed", "{r}");
+    assert_eq!(r["failure"]["kind"], "cuda_illegal_instruction", "{r}");
+    let logs = out_dir.join("logs");
+    let size = |name: &str| std::fs::metadata(logs.join(name)).map_or(0, |m| m.len());
+    let total = size("p.log") + size("p.log.1") + size("p.log.2");
+    // The cap, with room for the lines that straddle a segment's end.
+    assert!(total <= (1 << 20) + 200_000, "{total} bytes of logs");
+    let head = std::fs::read_to_string(logs.join("p.log")).unwrap();
+    assert!(
+        head.contains("# sweeptop"),
+        "the head keeps the launch line"
+    );
+    assert!(
+        head.contains("later lines are in p.log.1 and p.log.2"),
+        "the head says where the rest went"
+    );
+    // The newest lines are kept: the crash, long past the head.
+    let newest = format!(
+        "{}{}",
+        std::fs::read_to_string(logs.join("p.log.1")).unwrap_or_default(),
+        std::fs::read_to_string(logs.join("p.log.2")).unwrap_or_default()
+    );
+    assert!(
+        newest.contains("illegal instruction"),
+        "the newest lines are kept"
+    );
+    // The cut is in the events, as a notice.
+    let said: Vec<String> = events(&out_dir)
+        .iter()
+        .filter(|e| e["event"] == "notice")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("reached half of limits.log_max_mb (1 MB)")),
+        "{said:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

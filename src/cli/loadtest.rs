@@ -129,6 +129,7 @@ fn limits(args: &LoadtestArgs) -> Limits {
         max_cold_cache_hit_pct: crate::plan::DEFAULT_MAX_COLD_CACHE_HIT_PCT,
         max_spread_pct: crate::plan::DEFAULT_MAX_SPREAD_PCT,
         foreign_gpu: ForeignGpu::Warn,
+        log_max_mb: crate::plan::DEFAULT_LOG_MAX_MB,
     }
 }
 

@@ -274,6 +274,7 @@ impl Lane {
             config: config.id.clone(),
         });
         let failed = |f: Failure| outcome::failed(cell, started_at, f);
+        launch::say_log_cuts(&core, &config.id, &live.server);
         // A server that died between cells cannot run this one.
         if live.server.exited().is_some() {
             live.server.drain_logs(Duration::from_secs(2)).await;

@@ -131,6 +131,7 @@ impl Launcher<'_> {
             shell: config.shell,
             env: &line.env,
             log_path: &log_path,
+            log_max_bytes: core.plan.limits.log_max_mb.saturating_mul(1 << 20),
             config: &config.id,
             patterns: core.patterns.clone(),
             ready_line: config.ready.log_line.clone(),
@@ -357,6 +358,14 @@ impl Launcher<'_> {
 }
 
 /// Stop the server's whole group and say how it ended.
+/// What the config's log file cut since this was last asked, as notices.
+pub(super) fn say_log_cuts(core: &Core, config: &str, server: &Server) {
+    let cap = core.plan.limits.log_max_mb.saturating_mul(1 << 20);
+    for cut in server.take_log_cuts() {
+        core.notice(Level::Warn, cut.notice(config, cap));
+    }
+}
+
 pub(super) async fn stop(core: &Core, config: &Config, server: &mut Server) {
     if server.stopped {
         return;
@@ -374,6 +383,7 @@ pub(super) async fn stop(core: &Core, config: &Config, server: &mut Server) {
     let how = server
         .stop(Duration::from_secs_f64(config.stop_grace_s))
         .await;
+    say_log_cuts(core, &config.id, server);
     core.server_stopped(&config.id);
     if let Some(g) = core.gpu() {
         g.remove_server(server.pgid);

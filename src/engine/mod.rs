@@ -38,6 +38,7 @@ mod preflight;
 pub mod process;
 mod retry;
 pub use retry::cells_to_retry;
+mod log_file;
 mod schedule;
 mod server;
 mod sweep;

@@ -3,8 +3,6 @@
 //! the event stream, its exit watched, stopped with escalation, and its death
 //! told from its log and exit.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -14,6 +12,7 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::{broadcast, watch};
 
+use super::log_file::{Cut, LogFile};
 use super::process;
 use crate::detect::{self, LineClass, LogPatterns, LogWatch};
 use crate::model::{describe_exit, Event, Failure, FailureKind, LogMark};
@@ -42,6 +41,8 @@ pub struct LogState {
     pub ready_line_seen: bool,
     /// Speculative-decoding acceptance lengths seen since the last `take_accept`.
     pub accept: Vec<f64>,
+    /// What the log file cut since the last [`Server::take_log_cuts`].
+    pub cuts: Vec<Cut>,
 }
 
 pub struct Server {
@@ -54,7 +55,7 @@ pub struct Server {
     /// Set once `stop` ran: the group is gone (or was given up on).
     pub stopped: bool,
     readers: Vec<tokio::task::JoinHandle<()>>,
-    file: Arc<Mutex<BufWriter<File>>>,
+    file: Arc<Mutex<LogFile>>,
     flusher: tokio::task::JoinHandle<()>,
 }
 
@@ -63,6 +64,8 @@ pub struct Launch<'a> {
     pub shell: bool,
     pub env: &'a [(String, String)],
     pub log_path: &'a Path,
+    /// The log file's cap in bytes (`limits.log_max_mb`; 0: none).
+    pub log_max_bytes: u64,
     pub config: &'a str,
     pub patterns: Arc<LogPatterns>,
     pub ready_line: Option<String>,
@@ -88,14 +91,14 @@ impl Server {
             // is stopped together and a Ctrl-C in our terminal does not reach it.
             .process_group(0)
             .kill_on_drop(false);
-        let file = File::options().create(true).append(true).open(l.log_path)?;
-        let file = Arc::new(Mutex::new(BufWriter::with_capacity(64 << 10, file)));
+        let file = Arc::new(Mutex::new(LogFile::open(l.log_path, l.log_max_bytes)?));
         let mut child = cmd.spawn()?;
         let pgid = child.id().unwrap_or(0);
         let log = Arc::new(Mutex::new(LogState {
             watch: LogWatch::new(l.patterns.clone()),
             ready_line_seen: false,
             accept: Vec::new(),
+            cuts: Vec::new(),
         }));
         let (fatal_tx, fatal_rx) = watch::channel(0u64);
         let fatal_tx = Arc::new(fatal_tx);
@@ -202,6 +205,15 @@ impl Server {
         }
     }
 
+    /// What the log file cut since the last call (its head filled, old
+    /// lines dropped), each said once.
+    pub fn take_log_cuts(&self) -> Vec<Cut> {
+        self.log
+            .lock()
+            .map(|mut l| std::mem::take(&mut l.cuts))
+            .unwrap_or_default()
+    }
+
     pub fn tail(&self, n: usize) -> Vec<String> {
         self.log.lock().map(|l| l.watch.tail(n)).unwrap_or_default()
     }
@@ -291,7 +303,7 @@ impl Drop for Server {
 struct ReaderCtx {
     config: String,
     log: Arc<Mutex<LogState>>,
-    file: Arc<Mutex<BufWriter<File>>>,
+    file: Arc<Mutex<LogFile>>,
     fatal: Arc<watch::Sender<u64>>,
     ready_line: Option<String>,
     logs: broadcast::Sender<Event>,
@@ -300,7 +312,7 @@ struct ReaderCtx {
 fn reader_ctx(
     l: &Launch<'_>,
     log: &Arc<Mutex<LogState>>,
-    file: &Arc<Mutex<BufWriter<File>>>,
+    file: &Arc<Mutex<LogFile>>,
     fatal: &Arc<watch::Sender<u64>>,
 ) -> ReaderCtx {
     ReaderCtx {
@@ -354,14 +366,15 @@ async fn read_lines<R: AsyncRead + Unpin>(pipe: R, ctx: ReaderCtx) {
 }
 
 fn handle_line(ctx: &ReaderCtx, raw: &[u8]) {
-    if let Ok(mut f) = ctx.file.lock() {
-        let _ = f.write_all(raw);
-        let _ = f.write_all(b"\n");
-    }
+    let cut = match ctx.file.lock() {
+        Ok(mut f) => f.write_line(raw).ok().flatten(),
+        Err(_) => None,
+    };
     let text = String::from_utf8_lossy(raw);
     let text = text.trim_end_matches('\r');
     let mark = {
         let Ok(mut st) = ctx.log.lock() else { return };
+        st.cuts.extend(cut);
         let class = st.watch.push(text);
         let ready_line = ctx.ready_line.as_deref().is_some_and(|r| text.contains(r));
         if ready_line {

@@ -6,7 +6,7 @@ use toml::Spanned;
 use super::located::{seconds, within, Ctx};
 use super::schema::RawPlan;
 use super::{
-    ranges, ContextLimit, Limits, PlanError, DEFAULT_MAX_COLD_CACHE_HIT_PCT,
+    ranges, ContextLimit, Limits, PlanError, DEFAULT_LOG_MAX_MB, DEFAULT_MAX_COLD_CACHE_HIT_PCT,
     DEFAULT_MAX_SPREAD_PCT, DEFAULT_MAX_TTFT_GAP_MS,
 };
 
@@ -94,6 +94,10 @@ pub(super) fn limits(ctx: &Ctx, raw: &RawPlan) -> Result<Limits, PlanError> {
         max_cold_cache_hit_pct,
         max_spread_pct,
         foreign_gpu: l.foreign_gpu,
+        log_max_mb: match &l.log_max_mb {
+            None => DEFAULT_LOG_MAX_MB,
+            Some(v) => within(ctx, v, (0, 1 << 20), "limits.log_max_mb")?,
+        },
     })
 }
 

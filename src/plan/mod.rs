@@ -124,6 +124,9 @@ pub const DEFAULT_MAX_COLD_CACHE_HIT_PCT: f64 = 10.0;
 /// flagged `noisy`, unless the plan says otherwise.
 pub const DEFAULT_MAX_SPREAD_PCT: f64 = 5.0;
 
+/// A config's server log is cut beyond this many MiB unless the plan says.
+pub const DEFAULT_LOG_MAX_MB: u64 = 512;
+
 /// Context limit: fixed, or read from the server once it is up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -145,6 +148,8 @@ pub struct Limits {
     pub max_cold_cache_hit_pct: f64,
     pub max_spread_pct: f64,
     pub foreign_gpu: ForeignGpu,
+    /// A config's server log is cut beyond this many MiB (0: never).
+    pub log_max_mb: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -174,6 +174,10 @@ pub struct RawLimits {
     /// the config (default) or "warn" and launch anyway.
     #[serde(default)]
     pub foreign_gpu: ForeignGpu,
+    /// A config's server log is cut beyond this many MiB, keeping its head
+    /// and its newest lines (default 512; 0: never cut).
+    #[serde(default)]
+    pub log_max_mb: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]

@@ -168,11 +168,17 @@ impl SweepTail {
 }
 
 /// A shard's files that are followed line by line: its events first, then
-/// its server logs.
+/// its server logs (`<config>.log`; a capped log's newest-lines segments,
+/// `.log.1` and `.log.2`, are not followed).
 fn followed_files(shard_dir: &Path) -> Vec<PathBuf> {
     let mut v = vec![shard_dir.join(EVENTS)];
     if let Ok(entries) = std::fs::read_dir(shard_dir.join(LOGS)) {
-        v.extend(entries.flatten().map(|e| e.path()));
+        v.extend(
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log")),
+        );
     }
     v
 }

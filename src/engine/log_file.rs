@@ -1,0 +1,220 @@
+//! A config's server log on disk, capped at `limits.log_max_mb`: its head
+//! (the first half of the cap: start-up, the model load, the first errors)
+//! stays in `<config>.log`, which then says where the rest went; the newest
+//! lines go to two segments, `<config>.log.1` and `<config>.log.2`, a quarter
+//! of the cap each, the older one emptied when the newer is full. A flooding
+//! server never fills the disk; the classifier still sees every line (it
+//! reads them before they are written here).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// What a log file says when its head is full, and the notice the sweep
+/// gives, once each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cut {
+    /// The head is full: later lines go to the segments.
+    HeadFull,
+    /// The segments are full too: the oldest lines after the head are gone.
+    Dropping,
+}
+
+pub struct LogFile {
+    path: PathBuf,
+    /// The cap in bytes (0: none).
+    max: u64,
+    head: BufWriter<File>,
+    head_bytes: u64,
+    tail: Option<Segment>,
+    dropping: bool,
+}
+
+/// The segment the newest lines are written to.
+struct Segment {
+    file: BufWriter<File>,
+    /// 1 or 2.
+    index: u8,
+    bytes: u64,
+}
+
+impl LogFile {
+    /// The log at `path` (appended to: a relaunched server's lines follow
+    /// the last one's), capped at `max_bytes` (0: never cut).
+    pub fn open(path: &Path, max_bytes: u64) -> std::io::Result<LogFile> {
+        let file = File::options().create(true).append(true).open(path)?;
+        let head_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            max: max_bytes,
+            head: BufWriter::with_capacity(64 << 10, file),
+            head_bytes,
+            tail: None,
+            dropping: false,
+        })
+    }
+
+    fn segment_path(&self, index: u8) -> PathBuf {
+        let mut name = self.path.as_os_str().to_owned();
+        name.push(format!(".{index}"));
+        PathBuf::from(name)
+    }
+
+    /// Write one line (without its newline). What was cut, the first time
+    /// the head fills and the first time old lines are dropped.
+    pub fn write_line(&mut self, raw: &[u8]) -> std::io::Result<Option<Cut>> {
+        let len = raw.len() as u64 + 1;
+        if self.max == 0 || (self.tail.is_none() && self.head_bytes + len <= self.max / 2) {
+            self.head.write_all(raw)?;
+            self.head.write_all(b"\n")?;
+            self.head_bytes += len;
+            return Ok(None);
+        }
+        let mut cut = None;
+        if self.tail.is_none() {
+            let name = |i| {
+                self.segment_path(i)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            };
+            let note = format!(
+                "[sweeptop: this log reached half of limits.log_max_mb ({} MB): later lines are in {} and {}, which keep the newest {} MB]\n",
+                self.max >> 20,
+                name(1),
+                name(2),
+                self.max >> 21
+            );
+            self.head.write_all(note.as_bytes())?;
+            self.head.flush()?;
+            self.tail = Some(self.start_segment(1)?);
+            cut = Some(Cut::HeadFull);
+        }
+        let quarter = (self.max / 4).max(1);
+        let full = self
+            .tail
+            .as_ref()
+            .is_some_and(|t| t.bytes > 0 && t.bytes + len > quarter);
+        if full {
+            let next = self.tail.as_ref().map_or(1, |t| 3 - t.index);
+            if let Some(t) = self.tail.as_mut() {
+                t.file.flush()?;
+            }
+            // Emptying the older segment drops its lines: said once.
+            if !self.dropping && self.segment_path(next).exists() {
+                self.dropping = true;
+                cut = Some(Cut::Dropping);
+            }
+            self.tail = Some(self.start_segment(next)?);
+        }
+        if let Some(t) = self.tail.as_mut() {
+            t.file.write_all(raw)?;
+            t.file.write_all(b"\n")?;
+            t.bytes += len;
+        }
+        Ok(cut)
+    }
+
+    /// A segment emptied for the newest lines.
+    fn start_segment(&self, index: u8) -> std::io::Result<Segment> {
+        let file = File::create(self.segment_path(index))?;
+        Ok(Segment {
+            file: BufWriter::with_capacity(64 << 10, file),
+            index,
+            bytes: 0,
+        })
+    }
+
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.head.flush()?;
+        if let Some(t) = self.tail.as_mut() {
+            t.file.flush()?;
+        }
+        Ok(())
+    }
+}
+
+impl Cut {
+    /// The notice, for the config whose log this is.
+    pub fn notice(&self, config: &str, max_bytes: u64) -> String {
+        let mb = max_bytes >> 20;
+        match self {
+            Cut::HeadFull => format!(
+                "{config}: the server log reached half of limits.log_max_mb ({mb} MB): its head stays in logs/{config}.log, the newest lines go to logs/{config}.log.1 and .2"
+            ),
+            Cut::Dropping => format!(
+                "{config}: the server log is over limits.log_max_mb ({mb} MB): the oldest lines after its head are dropped (every line is still classified)"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh scratch directory for one test.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("sweeptop-logfile-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn size(p: &Path) -> u64 {
+        std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+    }
+
+    #[test]
+    fn a_flood_keeps_the_head_and_the_newest_lines_within_the_cap() {
+        let dir = scratch("flood");
+        let path = dir.join("c.log");
+        let max = 4096;
+        let mut log = LogFile::open(&path, max).unwrap();
+        let mut cuts = Vec::new();
+        for i in 0..2000 {
+            if let Some(c) = log.write_line(format!("line {i:05}").as_bytes()).unwrap() {
+                cuts.push((i, c));
+            }
+        }
+        log.flush().unwrap();
+        assert_eq!(cuts.len(), 2, "{cuts:?}");
+        assert_eq!(cuts[0].1, Cut::HeadFull);
+        assert_eq!(cuts[1].1, Cut::Dropping);
+        let (one, two) = (dir.join("c.log.1"), dir.join("c.log.2"));
+        let total = size(&path) + size(&one) + size(&two);
+        assert!(
+            total <= max + 300,
+            "{total} bytes on disk for a cap of {max}"
+        );
+        // The head starts at the first line and says where the rest went.
+        let head = std::fs::read_to_string(&path).unwrap();
+        assert!(head.starts_with("line 00000\n"), "{head}");
+        assert!(
+            head.contains("later lines are in c.log.1 and c.log.2"),
+            "{head}"
+        );
+        // The newest line is kept, in the segment written last.
+        let newest = [&one, &two]
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .find(|t| t.ends_with("line 01999\n"));
+        assert!(newest.is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn no_cap_writes_everything_to_one_file() {
+        let dir = scratch("nocap");
+        let path = dir.join("c.log");
+        let mut log = LogFile::open(&path, 0).unwrap();
+        for _ in 0..1000 {
+            assert_eq!(log.write_line(b"0123456789").unwrap(), None);
+        }
+        log.flush().unwrap();
+        assert_eq!(size(&path), 11_000);
+        assert!(!dir.join("c.log.1").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
