@@ -129,7 +129,7 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
         assert_eq!(Some(again.ttft_ms_p50), m["ttft_ms_p50"].as_f64(), "{cell}");
         assert_eq!(again.itl_ms_p99, m["itl_ms_p99"].as_f64(), "{cell}");
         assert_eq!(
-            Some(again.prompt_tokens_mean),
+            again.prompt_tokens_mean,
             m["prompt_tokens_mean"].as_f64(),
             "{cell}"
         );

@@ -23,6 +23,19 @@ pub struct Measured<'a> {
     pub short_examples: &'a [u64],
     /// Requests were in flight and no token arrived for a stall timeout.
     pub stall: Option<Stall>,
+    /// Requests whose `usage` disagreed with their stream.
+    pub usage_mismatch: Option<UsageMismatch>,
+}
+
+/// Requests whose `usage.completion_tokens` could not be true (over their
+/// `max_tokens`, or under the chunks that carried text), and the first one's
+/// numbers: their streamed count was used instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageMismatch {
+    pub requests: u64,
+    pub said: u64,
+    pub streamed: u64,
+    pub max_tokens: u32,
 }
 
 /// A cell whose requests stopped streaming.
@@ -49,6 +62,14 @@ pub struct Checks {
     /// A cold cell may find this % of its prompt tokens cached; `None` for a
     /// warm cell (nothing to flag).
     pub max_cold_cache_hit_pct: Option<f64>,
+    /// The prompt length the cell's prompts were fitted to, when it has one.
+    pub prompt_target: Option<u64>,
+}
+
+/// How far the server's count of a prompt may be from its target: the
+/// tags' and the fitting's token or two, and a tokenizer's rounding.
+pub fn prompt_slack(target: u64) -> u64 {
+    (target / 100).max(8)
 }
 
 /// Decide a cell's status. `Ok(warnings)` means the metrics may be recorded
@@ -97,6 +118,9 @@ pub fn validate(
         );
         return Err(chosen);
     }
+    if let Some(over) = prompt_over_context(metrics, checks) {
+        return Err(over);
+    }
     let short = short_output(measured, checks);
     if let Some(short) = short.clone().filter(|_| fail_short) {
         return Err(short);
@@ -104,7 +128,7 @@ pub fn validate(
     if !metrics.has_tokens() {
         return Err(zero_tokens(metrics.requests));
     }
-    Ok(read_with(short, metrics, checks))
+    Ok(read_with(short, measured, checks))
 }
 
 /// What a cell's numbers must be read with, most important first: short
@@ -112,12 +136,17 @@ pub fn validate(
 /// cache. [`validate`] returns these for an ok cell; a failed one has them
 /// too (`loadtest` prints them whatever the verdict).
 pub fn warnings(measured: &Measured, checks: &Checks) -> Vec<Failure> {
-    read_with(short_output(measured, checks), measured.metrics, checks)
+    read_with(short_output(measured, checks), measured, checks)
 }
 
-fn read_with(short: Option<Failure>, metrics: &Metrics, checks: &Checks) -> Vec<Failure> {
-    short
+fn read_with(short: Option<Failure>, measured: &Measured, checks: &Checks) -> Vec<Failure> {
+    let metrics = measured.metrics;
+    measured
+        .usage_mismatch
+        .map(usage_mismatch)
         .into_iter()
+        .chain(prompt_mismatch(metrics, checks))
+        .chain(short)
         .chain(clock_gap(metrics, checks.max_ttft_gap_ms))
         .chain(
             checks
@@ -217,6 +246,68 @@ pub fn short_output(measured: &Measured, checks: &Checks) -> Option<Failure> {
     )
 }
 
+/// The server's token counts that disagreed with its stream, both numbers.
+fn usage_mismatch(u: UsageMismatch) -> Failure {
+    Failure::new(
+        FailureKind::UsageMismatch,
+        FailureSource::Http,
+        format!(
+            "{} request(s) said usage.completion_tokens {} where {} text chunks were streamed (max_tokens {}): the streamed count is used",
+            u.requests,
+            thousands(u.said),
+            thousands(u.streamed),
+            u.max_tokens
+        ),
+    )
+}
+
+/// Prompts the server counted off the cell's target by more than the slack.
+fn prompt_mismatch(metrics: &Metrics, checks: &Checks) -> Option<Failure> {
+    let target = checks.prompt_target?;
+    let (min, max) = (metrics.prompt_tokens_min?, metrics.prompt_tokens_max?);
+    let slack = prompt_slack(target);
+    let off = min < target.saturating_sub(slack) || max > target.saturating_add(slack);
+    off.then(|| {
+        Failure::new(
+            FailureKind::PromptMismatch,
+            FailureSource::Http,
+            format!(
+                "the server counted prompts of {} to {} tokens for a target of {} (± {slack}): the cell's context is not what it says",
+                thousands(min),
+                thousands(max),
+                thousands(target)
+            ),
+        )
+    })
+}
+
+/// A prompt the server counted over its own context limit: whatever it
+/// answered, that is not a measurement of the cell.
+fn prompt_over_context(metrics: &Metrics, checks: &Checks) -> Option<Failure> {
+    let (limit, max) = (checks.context_limit?, metrics.prompt_tokens_max?);
+    (max > limit).then(|| {
+        Failure::new(
+            FailureKind::PromptMismatch,
+            FailureSource::Http,
+            format!(
+                "the server counted a prompt of {} tokens, over its context limit of {}{}: not a measurement of this cell",
+                thousands(max),
+                thousands(limit),
+                checks
+                    .prompt_target
+                    .map(|t| format!(" (target {})", thousands(t)))
+                    .unwrap_or_default()
+            ),
+        )
+        .with_context(Some(ContextNumbers {
+            limit: Some(limit),
+            prompt_tokens: Some(max),
+            output_tokens: None,
+            total_tokens: None,
+        }))
+    })
+}
+
 /// Requests that completed without a token: never a measurement.
 pub fn zero_tokens(requests: u64) -> Failure {
     Failure::new(
@@ -244,6 +335,16 @@ pub fn request_failure(e: &RequestError) -> Failure {
             "the stream ended without [DONE]".into(),
         ),
         RequestError::Malformed { message } => client(FailureKind::HttpError, message.clone()),
+        RequestError::Overlong {
+            streamed,
+            max_tokens,
+        } => client(
+            FailureKind::UsageMismatch,
+            format!(
+                "the server streamed {} text chunks for a request of max_tokens {max_tokens}: read no further",
+                thousands(*streamed)
+            ),
+        ),
     }
 }
 
@@ -256,7 +357,9 @@ pub fn looks_like_server_gone(e: &RequestError) -> bool {
         | RequestError::Truncated
         | RequestError::InStream { .. } => true,
         RequestError::Http { status, .. } => *status >= 500,
-        RequestError::Timeout | RequestError::Malformed { .. } => false,
+        RequestError::Timeout | RequestError::Malformed { .. } | RequestError::Overlong { .. } => {
+            false
+        }
     }
 }
 
@@ -273,6 +376,7 @@ mod tests {
             errors: &run.stats.errors,
             short_examples: &run.stats.short_examples,
             stall: None,
+            usage_mismatch: None,
         }
     }
 
@@ -285,6 +389,7 @@ mod tests {
             context_limit,
             max_ttft_gap_ms: 25.0,
             max_cold_cache_hit_pct: Some(10.0),
+            prompt_target: None,
         }
     }
 
@@ -372,6 +477,88 @@ mod tests {
         assert_eq!(f.context.and_then(|c| c.limit), Some(32768));
         // A tolerant plan accepts it.
         assert!(judge(records, None, 0.5, false).is_ok());
+    }
+
+    /// The cell's prompts as the server counted them: off their target by
+    /// more than the slack is a warning with target, min and max; over the
+    /// server's own context limit is never an ok cell.
+    #[test]
+    fn prompts_off_target_are_flagged_and_over_the_context_fail() {
+        let with_prompts = |p: &[u64]| -> Vec<RequestRecord> {
+            p.iter()
+                .map(|&n| RequestRecord {
+                    prompt_tokens: Some(n),
+                    ..rec(8, 8, None)
+                })
+                .collect()
+        };
+        let judge_at = |records: Vec<RequestRecord>, target: u64, limit: u64| {
+            let run = run_of(&records);
+            let m = run.stats.metrics(run.wall_ns);
+            let c = Checks {
+                prompt_target: Some(target),
+                ..checks(Some(limit))
+            };
+            validate(&measured(&run, &m), &ServerHealth { died: None }, &c)
+        };
+        // On target, within the slack (8 tokens under 800): nothing to say.
+        assert_eq!(
+            judge_at(with_prompts(&[128, 130]), 128, 100_000),
+            Ok(vec![])
+        );
+        // /tokenize answering half: prompts twice the target.
+        let w = judge_at(with_prompts(&[244, 250]), 128, 100_000).unwrap();
+        assert_eq!(w[0].kind, FailureKind::PromptMismatch);
+        assert_eq!(
+            w[0].message,
+            "the server counted prompts of 244 to 250 tokens for a target of 128 (± 8): the cell's context is not what it says"
+        );
+        // /tokenize answering 1: prompts over the server's own limit.
+        let f = judge_at(with_prompts(&[1_805_926]), 8192, 100_000).unwrap_err();
+        assert_eq!(f.kind, FailureKind::PromptMismatch);
+        assert!(
+            f.message
+                .contains("1,805,926 tokens, over its context limit of 100,000 (target 8,192)"),
+            "{}",
+            f.message
+        );
+        assert_eq!(f.context.and_then(|c| c.prompt_tokens), Some(1_805_926));
+        assert_eq!(prompt_slack(128), 8);
+        assert_eq!(prompt_slack(32_768), 327);
+    }
+
+    /// Usage that disagreed with the stream is said with both numbers.
+    #[test]
+    fn a_usage_mismatch_is_a_warning_with_both_numbers() {
+        let r = RequestRecord {
+            completion_tokens: Some(16_000),
+            ..rec(8, 8, None)
+        };
+        let run = run_of(&[r]);
+        let m = run.stats.metrics(run.wall_ns);
+        let (said, streamed, max_tokens) = run.stats.usage_example.unwrap();
+        let measured = Measured {
+            usage_mismatch: Some(UsageMismatch {
+                requests: run.stats.usage_mismatch,
+                said,
+                streamed,
+                max_tokens,
+            }),
+            ..measured(&run, &m)
+        };
+        let w = validate(&measured, &ServerHealth { died: None }, &checks(Some(100))).unwrap();
+        assert_eq!(w[0].kind, FailureKind::UsageMismatch);
+        assert_eq!(
+            w[0].message,
+            "1 request(s) said usage.completion_tokens 16,000 where 8 text chunks were streamed (max_tokens 8): the streamed count is used"
+        );
+        assert_eq!(m.output_tokens, 8);
+        // A request that streamed far past its max_tokens failed.
+        let f = request_failure(&RequestError::Overlong {
+            streamed: 27,
+            max_tokens: 8,
+        });
+        assert_eq!(f.kind, FailureKind::UsageMismatch);
     }
 
     #[test]

@@ -250,7 +250,7 @@ impl Launcher<'_> {
                         model,
                     };
                     let progress = load::client::Progress::new();
-                    let Ok(pool) = load::Pool::new(base) else {
+                    let Ok(pool) = load::Pool::new(base).map(std::sync::Arc::new) else {
                         return Ok(false);
                     };
                     let rec = load::client::send(

@@ -38,7 +38,9 @@ fn context_of(said: u64, from: &str, refused: &mut Vec<String>) -> Option<u64> {
 /// GET a JSON document; `None` on any failure.
 async fn get_json(client: &reqwest::Client, url: String) -> Option<serde_json::Value> {
     let resp = super::endpoints::get_ok(client, &url, Duration::from_secs(10)).await?;
-    let bytes = resp.bytes().await.ok()?;
+    let bytes = super::endpoints::read_capped(resp, super::endpoints::MAX_JSON_BODY)
+        .await
+        .ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -110,7 +111,7 @@ pub fn request_json(target: &Target, prompt: &str, max_tokens: u32) -> serde_jso
 /// time is taken after the body is encoded, just before the connection is
 /// taken and the request written.
 pub async fn send(
-    pool: &Pool,
+    pool: &Arc<Pool>,
     target: &Target,
     prompt: &str,
     max_tokens: u32,
@@ -157,7 +158,7 @@ fn stale(e: &hyper::Error) -> bool {
 }
 
 async fn stream(
-    pool: &Pool,
+    pool: &Arc<Pool>,
     target: &Target,
     body: Bytes,
     progress: &Progress,
@@ -269,7 +270,7 @@ async fn read_refusal(
 /// the record, to `[DONE]` (the connection kept for the next request when
 /// the body ends cleanly).
 async fn read_events(
-    pool: &Pool,
+    pool: &Arc<Pool>,
     mut conn: Conn,
     mut body: Incoming,
     progress: &Progress,
@@ -311,20 +312,39 @@ async fn read_events(
         }
         if done {
             rec.end_ns = now;
-            // Read the end of the chunked body (normally already here) so the
-            // connection can serve the next request.
-            let rest = tokio::time::timeout(Duration::from_millis(200), async {
-                loop {
-                    match conn.drive(body.frame()).await {
-                        Some(Ok(_)) => continue,
-                        Some(Err(_)) => return false,
-                        None => return true,
+            // The request ends at `[DONE]`: the end of the chunked body
+            // (normally already here) is read aside, so the connection can
+            // serve a later request, and a server that keeps the stream open
+            // costs the cell nothing but a notice.
+            use futures_util::FutureExt;
+            for _ in 0..16 {
+                match conn.drive(body.frame()).now_or_never() {
+                    Some(Some(Ok(_))) => continue,
+                    Some(Some(Err(_))) => return,
+                    Some(None) => {
+                        pool.put(conn);
+                        return;
                     }
+                    None => break,
+                }
+            }
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let rest = tokio::time::timeout(Duration::from_millis(200), async {
+                    loop {
+                        match conn.drive(body.frame()).await {
+                            Some(Ok(_)) => continue,
+                            Some(Err(_)) => return Some(false),
+                            None => return Some(true),
+                        }
+                    }
+                });
+                match rest.await {
+                    Ok(Some(true)) => pool.put(conn),
+                    Ok(_) => {}
+                    Err(_) => pool.lingered(),
                 }
             });
-            if rest.await.unwrap_or(false) {
-                pool.put(conn);
-            }
             return;
         }
     }
@@ -408,7 +428,7 @@ pub(super) fn handle_event(
     };
     if chunk.error.is_some() {
         *err = Some(RequestError::InStream {
-            body: String::from_utf8_lossy(data).into_owned(),
+            body: truncate(&String::from_utf8_lossy(data), MAX_ERROR_BODY),
         });
         return;
     }
@@ -429,6 +449,13 @@ pub(super) fn handle_event(
     }
     // A role-only or empty chunk is not a token.
     if text_len > 0 {
+        if rec.max_tokens > 0 && rec.chunks.len() as u64 >= most_chunks(rec.max_tokens) {
+            *err = Some(RequestError::Overlong {
+                streamed: rec.chunks.len() as u64 + 1,
+                max_tokens: rec.max_tokens,
+            });
+            return;
+        }
         rec.chunks
             .push((now, text_len.min(u32::MAX as usize) as u32));
         progress.chunks.fetch_add(1, Ordering::Relaxed);
@@ -441,6 +468,15 @@ pub(super) fn handle_event(
             rec.completion_tokens = u.completion_tokens;
         }
     }
+}
+
+/// The most text chunks a request of `max_tokens` may stream: each carries
+/// at least one token, so more than `max_tokens` is a server that does not
+/// stop; a margin leaves room for one that splits a token's text. Also what
+/// bounds a request's record in memory and on disk.
+pub fn most_chunks(max_tokens: u32) -> u64 {
+    let m = u64::from(max_tokens);
+    m + m / 4 + 16
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -599,7 +635,7 @@ mod pool_tests {
         (port, accepted)
     }
 
-    async fn request_ok(pool: &Pool, t: &Target, progress: &Progress) -> RequestRecord {
+    async fn request_ok(pool: &Arc<Pool>, t: &Target, progress: &Progress) -> RequestRecord {
         let r = send(pool, t, "x", 1, Duration::from_secs(10), progress).await;
         assert!(r.ok(), "{:?}", r.error);
         r
@@ -617,7 +653,7 @@ mod pool_tests {
     async fn keep_alive_connections_are_reused() {
         let (port, server) = server(2).await;
         let t = target(port);
-        let pool = Pool::new(&t.base).unwrap();
+        let pool = Arc::new(Pool::new(&t.base).unwrap());
         let progress = Progress::new();
         for _ in 0..2 {
             let r = request_ok(&pool, &t, &progress).await;
@@ -634,7 +670,7 @@ mod pool_tests {
     async fn prewarmed_connections_serve_the_first_requests() {
         let (port, server) = server(1).await;
         let t = target(port);
-        let pool = Pool::new(&t.base).unwrap();
+        let pool = Arc::new(Pool::new(&t.base).unwrap());
         pool.prewarm(3).await;
         // The server task accepts them in its own time: wait for that state.
         tokio::time::timeout(Duration::from_secs(10), async {
@@ -659,7 +695,7 @@ mod pool_tests {
     async fn a_connection_the_server_closed_is_replaced_not_a_failure() {
         let (port, server) = server(1).await;
         let t = target(port);
-        let pool = Pool::new(&t.base).unwrap();
+        let pool = Arc::new(Pool::new(&t.base).unwrap());
         let progress = Progress::new();
         for _ in 0..3 {
             request_ok(&pool, &t, &progress).await;

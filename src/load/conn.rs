@@ -84,6 +84,9 @@ pub struct Pool {
     /// Path prefix of the base URL, without a trailing slash.
     pub prefix: String,
     idle: Mutex<Vec<Conn>>,
+    /// Streams the server kept open after `[DONE]` (closed by the client),
+    /// since the last [`Pool::take_lingering`].
+    lingering: std::sync::atomic::AtomicU64,
 }
 
 impl Pool {
@@ -115,7 +118,19 @@ impl Pool {
             port,
             prefix: uri.path().trim_end_matches('/').to_string(),
             idle: Mutex::new(Vec::new()),
+            lingering: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// A stream the server did not end after `[DONE]`.
+    pub(super) fn lingered(&self) {
+        self.lingering
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many streams the server kept open after `[DONE]` since last asked.
+    pub fn take_lingering(&self) -> u64 {
+        self.lingering.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn authority(&self) -> &str {

@@ -17,6 +17,27 @@ pub(super) async fn get_ok(
     resp.status().is_success().then_some(resp)
 }
 
+/// The most a JSON answer from the server's side endpoints may hold
+/// (`/v1/models`, `/tokenize`, the usage check, a cache flush): a few MiB,
+/// so a hostile or broken server cannot fill memory.
+pub(super) const MAX_JSON_BODY: usize = 4 << 20;
+
+/// A response's body, read to at most `max` bytes (more is an error, not a
+/// truncated document).
+pub(super) async fn read_capped(
+    mut resp: reqwest::Response,
+    max: usize,
+) -> Result<Vec<u8>, SideError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(SideError::Body)? {
+        if body.len() + chunk.len() > max {
+            return Err(SideError::TooLarge(max));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// POST `body` as JSON and read a JSON answer.
 async fn post_json(
     client: &reqwest::Client,
@@ -35,7 +56,7 @@ async fn post_json(
     if !resp.status().is_success() {
         return Err(SideError::Status(resp.status().as_u16()));
     }
-    let bytes = resp.bytes().await.map_err(SideError::Body)?;
+    let bytes = read_capped(resp, MAX_JSON_BODY).await?;
     serde_json::from_slice(&bytes).map_err(SideError::Json)
 }
 

@@ -61,6 +61,8 @@ pub enum SideError {
     NoCount,
     #[error("no usage.prompt_tokens in the answer")]
     NoUsage,
+    #[error("an answer over {} MiB", .0 >> 20)]
+    TooLarge(usize),
 }
 
 /// Why a workload's prompt source gives no prompts.

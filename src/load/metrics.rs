@@ -17,13 +17,30 @@ use hdrhistogram::Histogram;
 
 use crate::model::{Metrics, RequestError, RequestRecord};
 
+/// The server's `usage.completion_tokens` for a request, when it can be
+/// true: no fewer than the chunks that carried text (each carries one token
+/// or more) and no more than `max_tokens` (a server may not return more than
+/// asked). `Err(said)` when it cannot.
+pub fn trusted_usage(rec: &RequestRecord) -> Result<Option<u64>, u64> {
+    let Some(said) = rec.completion_tokens else {
+        return Ok(None);
+    };
+    let streamed = rec.chunks.len() as u64;
+    let over = rec.max_tokens > 0 && said > u64::from(rec.max_tokens);
+    if over || said < streamed {
+        return Err(said);
+    }
+    Ok(Some(said))
+}
+
 /// Tokens carried by each text chunk: from `usage` when the chunk count agrees,
-/// else spread over chunks in proportion to their text.
+/// else spread over chunks in proportion to their text. A `usage` that
+/// cannot be true counts what was streamed (and is estimated).
 pub fn tokens_per_chunk(rec: &RequestRecord) -> (Vec<u64>, bool) {
     let n = rec.chunks.len() as u64;
-    let (total, estimated) = match rec.completion_tokens {
-        Some(t) => (t, false),
-        None => (n, true),
+    let (total, estimated) = match trusted_usage(rec) {
+        Ok(Some(t)) => (t, false),
+        Ok(None) | Err(_) => (n, true),
     };
     if n == 0 {
         return (Vec::new(), estimated);
@@ -31,12 +48,16 @@ pub fn tokens_per_chunk(rec: &RequestRecord) -> (Vec<u64>, bool) {
     if total == n {
         return (vec![1; n as usize], estimated);
     }
-    let chars: u64 = rec.chunks.iter().map(|c| c.1 as u64).sum::<u64>().max(1);
+    let chars: u64 = rec
+        .chunks
+        .iter()
+        .fold(0u64, |a, c| a.saturating_add(u64::from(c.1)))
+        .max(1);
     let mut out = Vec::with_capacity(n as usize);
     let mut given = 0u64;
     let mut acc = 0u64;
     for c in &rec.chunks {
-        acc += c.1 as u64;
+        acc = acc.saturating_add(u64::from(c.1));
         let upto = (total as u128 * acc as u128 / chars as u128) as u64;
         out.push(upto.saturating_sub(given));
         given = upto.max(given);
@@ -126,6 +147,10 @@ pub struct CellStats {
     pub max_tokens: u32,
     /// `completion_tokens` of the first few short requests.
     pub short_examples: Vec<u64>,
+    /// Requests whose `usage` could not be true (their streamed count was
+    /// used), and the first one's (said, streamed, max_tokens).
+    pub usage_mismatch: u64,
+    pub usage_example: Option<(u64, u64, u32)>,
     pub errors: Vec<RequestError>,
     ttft: Hist,
     itl: Hist,
@@ -154,6 +179,8 @@ impl CellStats {
             estimated: false,
             max_tokens: 0,
             short_examples: Vec::new(),
+            usage_mismatch: 0,
+            usage_example: None,
             errors: Vec::new(),
             ttft: Hist::ms(),
             itl: Hist::ms(),
@@ -182,11 +209,16 @@ impl CellStats {
             }
             return;
         }
+        if let Err(said) = trusted_usage(r) {
+            self.usage_mismatch += 1;
+            self.usage_example
+                .get_or_insert((said, r.chunks.len() as u64, r.max_tokens));
+        }
         let (per_chunk, est) = tokens_per_chunk(r);
         self.estimated |= est;
-        let tokens: u64 = per_chunk.iter().sum();
-        self.output_tokens += tokens;
-        self.asked += u64::from(r.max_tokens);
+        let tokens = per_chunk.iter().fold(0u64, |a, t| a.saturating_add(*t));
+        self.output_tokens = self.output_tokens.saturating_add(tokens);
+        self.asked = self.asked.saturating_add(u64::from(r.max_tokens));
         if tokens < r.max_tokens as u64 {
             self.short += 1;
             if self.short_examples.len() < 5 {
@@ -252,7 +284,7 @@ impl CellStats {
             tpot_ms_p50: self.tpot.percentile(50.0),
             e2e_ms_p50: self.e2e.percentile(50.0).unwrap_or(0.0),
             e2e_ms_p99: self.e2e.percentile(99.0).unwrap_or(0.0),
-            prompt_tokens_mean: self.prompt_tokens.mean().unwrap_or(0.0),
+            prompt_tokens_mean: self.prompt_tokens.mean(),
             prompt_tokens_min: self.prompt_min,
             prompt_tokens_max: self.prompt_max,
             tokens_estimated: self.estimated,
@@ -327,7 +359,7 @@ mod tests {
         near(m.tpot_ms_p50, (231.0 - 200.0) / 3.0);
         near(m.decode_tok_s_p50, 3.0 / 0.030);
         near(Some(m.e2e_ms_p50), 231.0);
-        assert_eq!(m.prompt_tokens_mean, 100.0);
+        assert_eq!(m.prompt_tokens_mean, Some(100.0));
         assert_eq!(m.output_tok_s, 4.0);
         assert!(!m.tokens_estimated);
         assert_eq!(m.short_requests, 0);
@@ -421,5 +453,51 @@ mod tests {
             .errors
             .iter()
             .any(|e| matches!(e, RequestError::Http { status: 400, .. })));
+    }
+
+    /// A server's `usage` that cannot be true is not trusted: more tokens
+    /// than `max_tokens` (16 chunks said to be 16,000 tokens, or 2^64 − 1),
+    /// or fewer than the chunks that carried text. What was streamed counts,
+    /// and the cell knows how many and the first one's numbers.
+    #[test]
+    fn usage_that_cannot_be_true_counts_what_was_streamed() {
+        let chunks: Vec<(u64, u32)> = (0..16).map(|i| (100 + i, 3)).collect();
+        let lying = |said: u64| RequestRecord {
+            max_tokens: 16,
+            ..rec(0, &chunks, 120, Some(said))
+        };
+        let mut s = CellStats::new();
+        s.add(&lying(16_000));
+        s.add(&lying(u64::MAX));
+        s.add(&lying(3));
+        s.add(&lying(16));
+        assert_eq!(s.output_tokens, 64, "four requests of 16 streamed tokens");
+        assert_eq!(s.usage_mismatch, 3);
+        assert_eq!(s.usage_example, Some((16_000, 16, 16)));
+        assert!(s.estimated, "the streamed count is an estimate");
+        let m = s.metrics(1000 * MS);
+        assert_eq!(m.output_tok_s, 64.0);
+        // Usage over the streamed chunks and within max_tokens is true
+        // (speculative decoding sends several tokens a chunk).
+        let mut honest = CellStats::new();
+        honest.add(&RequestRecord {
+            max_tokens: 64,
+            ..rec(0, &chunks, 120, Some(48))
+        });
+        assert_eq!((honest.output_tokens, honest.usage_mismatch), (48, 0));
+    }
+
+    /// Without `usage` the prompt is unknown: null, not 0 tokens.
+    #[test]
+    fn no_usage_leaves_the_prompt_unknown() {
+        let r = RequestRecord {
+            prompt_tokens: None,
+            ..rec(0, &[(200, 5), (210, 5)], 231, None)
+        };
+        let m = compute(&[r], 1000 * MS);
+        assert_eq!(m.prompt_tokens_mean, None);
+        assert_eq!((m.prompt_tokens_min, m.prompt_tokens_max), (None, None));
+        let v = serde_json::to_value(&m).unwrap();
+        assert!(v["prompt_tokens_mean"].is_null(), "{v}");
     }
 }

@@ -377,7 +377,9 @@ pub async fn flush_cache(
         });
     }
     // vLLM answers 200 with {"success": false} when it could not.
-    let body = resp.bytes().await.unwrap_or_default();
+    let body = super::endpoints::read_capped(resp, super::endpoints::MAX_JSON_BODY)
+        .await
+        .unwrap_or_default();
     match serde_json::from_slice::<serde_json::Value>(&body) {
         Ok(v) if v.get("success") == Some(&serde_json::Value::Bool(false)) => {
             Err(FlushError::Refused {

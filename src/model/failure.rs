@@ -40,11 +40,20 @@ pub enum FailureKind {
     /// The repetitions of a cell (`repeats`) spread more than the plan allows:
     /// its median is not a number to compare closely (a warning).
     Noisy,
+    /// The server's `usage.completion_tokens` disagrees with what it streamed
+    /// (more than `max_tokens`, or fewer than the chunks that carried text):
+    /// the streamed count is used (a warning); a request that streams far
+    /// more than it asked for fails.
+    UsageMismatch,
+    /// The prompts the server counted (`usage.prompt_tokens`) missed the
+    /// cell's target by more than the slack (a warning), or went over the
+    /// server's own context limit (the failure).
+    PromptMismatch,
 }
 
 /// One row per kind: (kind, snake_case name, grid badge, human words).
 /// The single source for `as_str`, `parse`, `badge` and `describe`.
-const KIND_TABLE: [(FailureKind, &str, &str, &str); 22] = [
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 24] = [
     (
         FailureKind::CudaIllegalInstruction,
         "cuda_illegal_instruction",
@@ -167,11 +176,23 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 22] = [
         "NOISY",
         "repetitions disagree more than the plan allows",
     ),
+    (
+        FailureKind::UsageMismatch,
+        "usage_mismatch",
+        "USAGE",
+        "the server's token count disagrees with its stream",
+    ),
+    (
+        FailureKind::PromptMismatch,
+        "prompt_mismatch",
+        "PROMPT",
+        "prompts off their target length",
+    ),
 ];
 
 impl FailureKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FailureKind; 22] = [
+    pub const ALL: [FailureKind; 24] = [
         FailureKind::CudaIllegalInstruction,
         FailureKind::CudaIllegalAddress,
         FailureKind::CudaOom,
@@ -194,6 +215,8 @@ impl FailureKind {
         FailureKind::ClockGap,
         FailureKind::CacheHit,
         FailureKind::Noisy,
+        FailureKind::UsageMismatch,
+        FailureKind::PromptMismatch,
     ];
 
     fn row(self) -> &'static (FailureKind, &'static str, &'static str, &'static str) {

@@ -50,7 +50,8 @@ pub struct Metrics {
     pub server_e2e_ms_mean: Option<f64>,
     #[serde(default)]
     pub server_queue_ms_mean: Option<f64>,
-    pub prompt_tokens_mean: f64,
+    /// Null when the server counted no prompt (no `usage`): unknown, not 0.
+    pub prompt_tokens_mean: Option<f64>,
     /// The fewest and most prompt tokens the server counted for one request
     /// (`usage.prompt_tokens`); null when the server did not say.
     #[serde(default)]
@@ -424,7 +425,7 @@ pub(crate) fn sample() -> Metrics {
         e2e_ms_p99: 320.0,
         server_e2e_ms_mean: Some(295.0),
         server_queue_ms_mean: Some(0.2),
-        prompt_tokens_mean: 1024.0,
+        prompt_tokens_mean: Some(1024.0),
         prompt_tokens_min: Some(1024),
         prompt_tokens_max: Some(1024),
         prefix_cache_hit_pct: Some(0.0),

@@ -25,6 +25,12 @@ pub enum RequestError {
     Malformed {
         message: String,
     },
+    /// The stream carried more text chunks than `max_tokens` allows (with a
+    /// margin): read no further, the request is not a measurement.
+    Overlong {
+        streamed: u64,
+        max_tokens: u32,
+    },
 }
 
 /// Everything measured about one request. Times are nanoseconds since the cell

@@ -180,6 +180,16 @@ async fn measure<H: Host>(
     if let Some(w) = records.take() {
         host.records_done(w);
     }
+    let lingered = pool.take_lingering();
+    if lingered > 0 {
+        host.notice(
+            Level::Warn,
+            About::Server,
+            format!(
+                "the server kept {lingered} stream(s) open after [DONE]: each request's time ends at [DONE] and the client closed them"
+            ),
+        );
+    }
     let mut metrics = run.stats.metrics(run.wall_ns);
     let counted = session.figures(host, &run);
     if let Some(f) = &counted {
@@ -188,7 +198,7 @@ async fn measure<H: Host>(
     let logged = host.logged_acceptance();
     metrics.accept_len = acceptance_length(host, logged, &run, counted.as_ref());
     let health = ServerHealth { died: host.died() };
-    let checks = spec.checks(session.context_limit);
+    let checks = spec.checks(session.context_limit, session.prompt_target(spec).ok());
     let measured = detect::Measured {
         metrics: &metrics,
         errors: &run.stats.errors,
@@ -196,6 +206,14 @@ async fn measure<H: Host>(
         stall: run.stalled_for.map(|idle| detect::Stall {
             idle,
             in_flight: run.in_flight,
+        }),
+        usage_mismatch: run.stats.usage_example.map(|(said, streamed, max_tokens)| {
+            detect::UsageMismatch {
+                requests: run.stats.usage_mismatch,
+                said,
+                streamed,
+                max_tokens,
+            }
         }),
     };
     match detect::validate(&measured, &health, &checks) {

@@ -143,7 +143,7 @@ impl Session {
     /// The prompt length a cell is sent with: its context target, or less
     /// where it must leave room for `max_tokens` and the margin and the
     /// workload clamps.
-    fn prompt_target(&self, spec: &CellSpec<'_>) -> Result<u64, Failure> {
+    pub(super) fn prompt_target(&self, spec: &CellSpec<'_>) -> Result<u64, Failure> {
         let (w, margin) = (spec.workload, spec.limits.context_margin);
         let mut target = spec.context_tokens;
         let Some(limit) = self.context_limit else {

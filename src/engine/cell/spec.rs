@@ -62,7 +62,11 @@ impl<'a> CellSpec<'a> {
     }
 
     /// What its figures are judged against.
-    pub(super) fn checks(&self, context_limit: Option<u64>) -> detect::Checks {
+    pub(super) fn checks(
+        &self,
+        context_limit: Option<u64>,
+        prompt_target: Option<u64>,
+    ) -> detect::Checks {
         let limits = self.limits;
         detect::Checks {
             max_tokens: self.workload.max_tokens,
@@ -71,6 +75,7 @@ impl<'a> CellSpec<'a> {
             context_limit,
             max_ttft_gap_ms: limits.max_ttft_gap_ms,
             max_cold_cache_hit_pct: self.cold().then_some(limits.max_cold_cache_hit_pct),
+            prompt_target,
         }
     }
 }
