@@ -266,7 +266,8 @@ async fn drive(
     );
     // Commands appended to commands.jsonl (another machine's `attach`),
     // and a heartbeat that says this sweep is alive to readers elsewhere.
-    let _commands_file = crate::control::file::follow_commands(&run_path, tx.clone());
+    let _commands_file =
+        crate::control::file::follow_commands(&run_path, tx.clone(), bus.events.clone()).await;
     let heartbeat = spawn_heartbeat(run_path.clone());
     let mut dashboard = None;
     if let Some((setup, seed)) = view {
