@@ -221,7 +221,11 @@ fn sweep(
         retry,
     };
     let rt = super::runtime(2)?;
-    rt.block_on(drive(plan, run_dir, setup.map(|s| (s, seed)), opts))
+    let done = rt.block_on(drive(plan, run_dir, setup.map(|s| (s, seed)), opts));
+    // Blocking work still running on a file that hangs does not hold the
+    // exit up.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    done
 }
 
 /// `--detach`: the sweep in the background, in the run directory it will
@@ -266,8 +270,9 @@ async fn drive(
     );
     // Commands appended to commands.jsonl (another machine's `attach`),
     // and a heartbeat that says this sweep is alive to readers elsewhere.
-    let _commands_file = crate::control::file::follow_commands(&run_path, tx.clone());
-    let heartbeat = spawn_heartbeat(run_path.clone());
+    let _commands_file =
+        crate::control::file::follow_commands(&run_path, tx.clone(), bus.events.clone()).await;
+    let heartbeat = spawn_heartbeat(run_path.clone(), bus.events.clone());
     let mut dashboard = None;
     if let Some((setup, seed)) = view {
         match crate::tui::Dashboard::start(seed, run_path.clone(), &bus, tx.clone(), setup, false) {
@@ -327,8 +332,15 @@ async fn dashboard_done(
 }
 
 /// Rewrite the run's heartbeat every few seconds (its host, pid and Slurm
-/// task), until aborted.
-fn spawn_heartbeat(run_dir: PathBuf) -> tokio::task::JoinHandle<()> {
+/// task), until aborted. The writing runs on a thread of its own with a
+/// deadline: a run directory on a hung mount is a notice on `notices`,
+/// once, and the sweep never waits on it.
+fn spawn_heartbeat(
+    run_dir: PathBuf,
+    notices: tokio::sync::broadcast::Sender<crate::model::Event>,
+) -> tokio::task::JoinHandle<()> {
+    use crate::model::{Event, Level, Timestamp};
+    use store::shared::{FileWork, FILE_DEADLINE};
     use store::sweep::{beat, host_name, Heartbeat, HEARTBEAT_S};
     let slurm_job = match (
         std::env::var("SLURM_ARRAY_JOB_ID"),
@@ -342,17 +354,33 @@ fn spawn_heartbeat(run_dir: PathBuf) -> tokio::task::JoinHandle<()> {
     let host = host_name();
     let pid = std::process::id();
     tokio::spawn(async move {
+        let mut work = FileWork::new("heartbeat");
+        let mut stuck_said = false;
         let mut tick = tokio::time::interval(Duration::from_secs(HEARTBEAT_S));
         loop {
             tick.tick().await;
             let b = Heartbeat {
                 host: host.clone(),
                 pid,
-                at: crate::model::Timestamp::now(),
+                at: Timestamp::now(),
                 slurm_job: slurm_job.clone(),
             };
             let dir = run_dir.clone();
-            let _ = tokio::task::spawn_blocking(move || beat(&dir, &b)).await;
+            let stuck = work.run(FILE_DEADLINE, move || beat(&dir, &b)).await.err();
+            let message = match (&stuck, stuck_said) {
+                (Some(e), false) => format!(
+                    "the heartbeat in {} is not written: {e}; viewers elsewhere may take the sweep for stopped",
+                    run_dir.display()
+                ),
+                (None, true) => format!("the heartbeat in {} is written again", run_dir.display()),
+                _ => continue,
+            };
+            stuck_said = stuck.is_some();
+            let _ = notices.send(Event::Notice {
+                at: Timestamp::now(),
+                level: if stuck_said { Level::Warn } else { Level::Info },
+                message,
+            });
         }
     })
 }

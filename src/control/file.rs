@@ -15,11 +15,12 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
 use super::{source_of, ClientMsg, MAX_COMMAND};
 use crate::engine::Request;
-use crate::model::Command;
+use crate::model::{Command, Event, Level, Timestamp};
+use crate::store::shared::{FileWork, FILE_DEADLINE};
 
 pub const COMMANDS: &str = "commands.jsonl";
 /// How often the sweep looks for new commands.
@@ -41,17 +42,44 @@ pub fn append_command(run_dir: &Path, command: &Command, from: &str) -> io::Resu
     f.sync_data()
 }
 
-/// What the file holds past `offset`: the commands of its complete lines (a
-/// line that does not read is skipped), and the offset after the last one. A
+/// Where the follower is in the file: which file it is (device and inode;
+/// `None` before there is one) and how far it has been read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Place {
+    file: Option<(u64, u64)>,
+    offset: u64,
+}
+
+/// What the file holds past `at`: the commands of its complete lines (a
+/// line that does not read is skipped), and the place after the last one. A
 /// partial last line waits for its end, unless it is longer than any command
-/// may be, then it is skipped too.
-fn read_new(path: &Path, offset: u64) -> io::Result<(Vec<(Command, String)>, u64)> {
-    let mut f = std::fs::File::open(path)?;
-    let len = f.metadata()?.len();
-    // A file cut short (replaced) is followed from its new end.
-    if len < offset {
-        return Ok((Vec::new(), len));
-    }
+/// may be, then it is skipped too. Without a place yet (the sweep starts),
+/// the file's end is the place and nothing is read. A new file (another
+/// inode, or one shorter than what was read: it was replaced, perhaps
+/// within one poll) is read from its start. Anything but a regular file is
+/// refused, without waiting on it.
+fn read_new(path: &Path, at: Option<Place>) -> io::Result<(Vec<(Command, String)>, Place)> {
+    use std::os::unix::fs::MetadataExt;
+    let f = match crate::store::shared::open_regular(path) {
+        Ok(f) => f,
+        // No file yet (or it went away): nothing asked, and the next one
+        // is new.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), Place::default())),
+        Err(e) => return Err(e),
+    };
+    let meta = f.metadata()?;
+    let file = Some((meta.dev(), meta.ino()));
+    let Some(at) = at else {
+        // Taken as the sweep starts: what is there is not for this run.
+        let offset = meta.len();
+        return Ok((Vec::new(), Place { file, offset }));
+    };
+    let offset = if at.file != file || meta.len() < at.offset {
+        0
+    } else {
+        at.offset
+    };
+    let mut f = f;
     f.seek(SeekFrom::Start(offset))?;
     let mut buf = Vec::new();
     f.take(4 << 20).read_to_end(&mut buf)?;
@@ -68,16 +96,35 @@ fn read_new(path: &Path, offset: u64) -> io::Result<(Vec<(Command, String)>, u64
     if buf.len() - consumed > MAX_COMMAND as usize {
         consumed = buf.len();
     }
-    Ok((out, offset + consumed as u64))
+    let offset = offset + consumed as u64;
+    Ok((out, Place { file, offset }))
 }
 
-/// Follow `run_dir`'s `commands.jsonl` from its current end, sending each new
-/// command to the sweep, until the sweep stops listening.
-pub fn follow_commands(run_dir: &Path, tx: mpsc::Sender<Request>) -> tokio::task::JoinHandle<()> {
+/// Follow `run_dir`'s `commands.jsonl` from its end as the sweep starts
+/// (taken before this returns, or within [`FILE_DEADLINE`]), sending each
+/// new command to the sweep, until the sweep stops listening. The file is
+/// read on a thread of its own: one that hangs (a dead mount) or is refused
+/// (a FIFO) is a notice on `notices`, once, and the sweep never waits on it.
+pub async fn follow_commands(
+    run_dir: &Path,
+    tx: mpsc::Sender<Request>,
+    notices: broadcast::Sender<Event>,
+) -> tokio::task::JoinHandle<()> {
     let path: PathBuf = run_dir.join(COMMANDS);
-    // Taken now, before the sweep starts: what is there is not for this run.
-    let mut offset = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let mut work = FileWork::new("commands-file");
+    // What is there now is not for this run.
+    let p = path.clone();
+    let start = work.run(FILE_DEADLINE, move || read_new(&p, None)).await;
+    let mut place: Option<Place> = match start {
+        Ok(Ok((_, end))) => Some(end),
+        // Refused (a FIFO): whatever regular file comes later is new.
+        Ok(Err(_)) => Some(Place::default()),
+        // Still hanging: its answer, when it comes, is the start.
+        Err(_) => None,
+    };
     tokio::spawn(async move {
+        // The problem last said, so a lasting one is said once.
+        let mut said: Option<String> = None;
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -85,20 +132,39 @@ pub fn follow_commands(run_dir: &Path, tx: mpsc::Sender<Request>) -> tokio::task
             if tx.is_closed() {
                 return;
             }
-            let (commands, next) = match read_new(&path, offset) {
-                Ok(read) => read,
-                // No file yet (or it went away): nothing asked.
-                Err(_) => {
-                    offset = 0;
-                    continue;
+            let p = path.clone();
+            let problem = match work.run(FILE_DEADLINE, move || read_new(&p, place)).await {
+                Ok(Ok((commands, next))) => {
+                    place = Some(next);
+                    for (command, source) in commands {
+                        if tx.send(Request { command, source }).await.is_err() {
+                            return;
+                        }
+                    }
+                    None
                 }
+                Ok(Err(e)) => Some(format!(
+                    "{} is not read: {e}; commands written to it are not obeyed",
+                    path.display()
+                )),
+                Err(stuck) => Some(format!(
+                    "{} is not read: {stuck}; commands written to it wait until it answers",
+                    path.display()
+                )),
             };
-            offset = next;
-            for (command, source) in commands {
-                if tx.send(Request { command, source }).await.is_err() {
-                    return;
-                }
+            if problem == said {
+                continue;
             }
+            let (level, message) = match &problem {
+                Some(m) => (Level::Warn, m.clone()),
+                None => (Level::Info, format!("{} is read again", path.display())),
+            };
+            said = problem;
+            let _ = notices.send(Event::Notice {
+                at: Timestamp::now(),
+                level,
+                message,
+            });
         }
     })
 }
@@ -148,7 +214,7 @@ mod tests {
                 .unwrap();
             f.write_all(b"{\"type\":\"command\",\"comm").unwrap();
         }
-        let (cmds, at) = read_new(&d.join(COMMANDS), 0).unwrap();
+        let (cmds, at) = read_new(&d.join(COMMANDS), Some(Place::default())).unwrap();
         assert_eq!(
             cmds,
             vec![
@@ -162,9 +228,9 @@ mod tests {
             ]
         );
         let len = std::fs::metadata(d.join(COMMANDS)).unwrap().len();
-        assert_eq!(at, len - "{\"type\":\"command\",\"comm".len() as u64);
+        assert_eq!(at.offset, len - "{\"type\":\"command\",\"comm".len() as u64);
         // Read again from there: nothing new until the line ends.
-        assert!(read_new(&d.join(COMMANDS), at).unwrap().0.is_empty());
+        assert!(read_new(&d.join(COMMANDS), Some(at)).unwrap().0.is_empty());
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -173,7 +239,7 @@ mod tests {
         let d = dir("follow");
         append_command(&d, &Command::Quit, "an earlier run").unwrap();
         let (tx, mut rx) = mpsc::channel(8);
-        let task = follow_commands(&d, tx);
+        let task = follow_commands(&d, tx, broadcast::channel(8).0).await;
         append_command(&d, &Command::Resume, "script").unwrap();
         let req = tokio::time::timeout(Duration::from_secs(10), rx.recv())
             .await
@@ -182,6 +248,93 @@ mod tests {
         // The stale quit was never replayed.
         assert_eq!(req.command, Command::Resume);
         assert_eq!(req.source, "file (from script)");
+        drop(rx);
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the follower ends when the sweep stops listening")
+            .unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    #[test]
+    fn a_file_replaced_within_one_poll_is_read_from_its_start() {
+        let d = dir("replaced");
+        let path = d.join(COMMANDS);
+        append_command(&d, &Command::Pause, "an earlier sender with a long name").unwrap();
+        append_command(&d, &Command::Resume, "an earlier sender with a long name").unwrap();
+        // The sweep starts: what is there is not for it.
+        let (cmds, at) = read_new(&path, None).unwrap();
+        assert!(cmds.is_empty());
+        // Removed and written again before the next poll, shorter than
+        // what was read.
+        std::fs::remove_file(&path).unwrap();
+        append_command(&d, &Command::Quit, "s").unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() < at.offset);
+        let (cmds, at) = read_new(&path, Some(at)).unwrap();
+        assert_eq!(cmds, vec![(Command::Quit, "file (from s)".to_string())]);
+        // Renamed over by a longer file (another inode): from its start too.
+        let tmp = d.join("new");
+        std::fs::create_dir_all(&tmp).unwrap();
+        append_command(&tmp, &Command::Pause, "t").unwrap();
+        append_command(&tmp, &Command::Resume, "t").unwrap();
+        std::fs::rename(tmp.join(COMMANDS), &path).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > at.offset);
+        let (cmds, at) = read_new(&path, Some(at)).unwrap();
+        assert_eq!(
+            cmds,
+            vec![
+                (Command::Pause, "file (from t)".to_string()),
+                (Command::Resume, "file (from t)".to_string()),
+            ]
+        );
+        // The same file grown: only what is new.
+        append_command(&d, &Command::Quit, "u").unwrap();
+        let (cmds, _) = read_new(&path, Some(at)).unwrap();
+        assert_eq!(cmds, vec![(Command::Quit, "file (from u)".to_string())]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_fifo_is_a_notice_once_and_never_a_wait() {
+        let d = dir("fifo");
+        let path = d.join(COMMANDS);
+        mkfifo(&path);
+        let (tx, mut rx) = mpsc::channel(8);
+        let (notices, mut heard) = broadcast::channel(64);
+        let task = tokio::time::timeout(Duration::from_secs(10), follow_commands(&d, tx, notices))
+            .await
+            .expect("the follower starts without waiting on the FIFO");
+        async fn next_notice(heard: &mut broadcast::Receiver<Event>) -> (Level, String) {
+            match tokio::time::timeout(Duration::from_secs(10), heard.recv()).await {
+                Ok(Ok(Event::Notice { level, message, .. })) => (level, message),
+                other => panic!("no notice: {other:?}"),
+            }
+        }
+        let (level, message) = next_notice(&mut heard).await;
+        assert_eq!(level, Level::Warn);
+        assert!(
+            message.contains("commands.jsonl") && message.contains("FIFO"),
+            "{message}"
+        );
+        // Polls go on: said once, not every poll.
+        tokio::time::sleep(POLL * 3).await;
+        assert!(heard.try_recv().is_err(), "the refusal is said once");
+        // A regular file in its place is read from its start.
+        std::fs::remove_file(&path).unwrap();
+        append_command(&d, &Command::Pause, "script").unwrap();
+        let req = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("the command within the deadline")
+            .unwrap();
+        assert_eq!(req.command, Command::Pause);
+        let (level, message) = next_notice(&mut heard).await;
+        assert_eq!(level, Level::Info);
+        assert!(message.contains("read again"), "{message}");
         drop(rx);
         tokio::time::timeout(Duration::from_secs(10), task)
             .await

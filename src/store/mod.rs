@@ -6,7 +6,8 @@
 //! and `crash` for the crash-consistency test's kill points), reading
 //! results, events and GPU samples back (`results`, `events`, `gpu_log`,
 //! `requests`), sweep directories ([`sweep`]) and following their shards
-//! ([`tail`]), and the runs under a folder ([`runs`]).
+//! ([`tail`]), the runs under a folder ([`runs`]), and work on files on
+//! shared paths that may hang or never end ([`shared`]).
 
 mod crash;
 mod error;
@@ -19,6 +20,7 @@ mod requests;
 mod results;
 mod run_dir;
 pub mod runs;
+pub mod shared;
 pub mod sweep;
 pub mod tail;
 

@@ -5,7 +5,6 @@
 //! the sweep has ended.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -140,10 +139,12 @@ impl SweepTail {
         })
     }
 
-    /// Complete new lines of `path` since the last read.
+    /// Complete new lines of `path` since the last read; nothing from a
+    /// file that is not a regular one (a FIFO would never end), opened
+    /// without waiting on it.
     fn new_lines(&mut self, path: &Path) -> Vec<String> {
         let at = self.offsets.get(path).copied().unwrap_or(0);
-        let Ok(mut f) = File::open(path) else {
+        let Ok(mut f) = super::shared::open_regular(path) else {
             return Vec::new();
         };
         let len = f.metadata().map_or(0, |m| m.len());
@@ -181,4 +182,25 @@ fn followed_files(shard_dir: &Path) -> Vec<PathBuf> {
         );
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_among_a_shards_files_is_skipped_without_waiting() {
+        let dir = std::env::temp_dir().join(format!("sweeptop-tail-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let shard = shard_dir(&dir, 0);
+        std::fs::create_dir_all(shard.join(LOGS)).unwrap();
+        for f in [shard.join(EVENTS), shard.join(LOGS).join("a.log")] {
+            let c = std::ffi::CString::new(f.as_os_str().as_encoded_bytes()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        }
+        let mut tail = SweepTail::new(&dir);
+        assert!(tail.poll_events().is_empty());
+        assert!(tail.poll_gpus().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
