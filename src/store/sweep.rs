@@ -230,6 +230,10 @@ pub struct Sweep {
     pub foreign: Vec<Foreign>,
 }
 
+/// What a shard run says it is (its `shard.json` and its plan's SHA-256),
+/// or why it cannot say.
+type Said = Result<(ShardFile, Option<String>), String>;
+
 /// What a shard of a sweep must be.
 struct Expect {
     count: u32,
@@ -318,7 +322,7 @@ impl Sweep {
             .collect();
         entries.sort();
         // Each candidate with what it says it is.
-        let mut found: Vec<(PathBuf, Result<(ShardFile, Option<String>), String>)> = entries
+        let mut found: Vec<(PathBuf, Said)> = entries
             .into_iter()
             .map(|path| {
                 let said = read_shard(&path)
