@@ -521,3 +521,51 @@ id = "p"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `check` refuses a plan whose GPU list names a GPU the machine does not
+/// have, as NVML shows it; one it has passes, and without NVML (--no-gpu) the
+/// list is taken as written.
+#[test]
+fn check_refuses_a_gpu_the_machine_does_not_have() {
+    let dir = std::env::temp_dir().join(format!("sweeptop-check-gpus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = |gpus: &str| {
+        let p = dir.join(format!("plan-{}.toml", gpus.replace(',', "_")));
+        let text = "name = \"g\"\n[server]\ncommand = \"x --port {port}\"\nport = \"auto\"\n\
+                    gpus = \"GPUS\"\n[[workloads]]\nid = \"w\"\ncontexts = [64]\n\
+                    concurrency = [1]\n[[phases]]\nid = \"p\"\n"
+            .replace("GPUS", gpus);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let check = |p: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sweeptop"))
+            .arg("check")
+            .arg(p)
+            .arg("--nvml-lib")
+            .arg(fake_lib())
+            .args(extra)
+            .env("FAKE_NVML_GPUS", "2")
+            .env_remove("FAKE_NVML_INIT_ERROR")
+            .output()
+            .unwrap()
+    };
+    let out = check(&plan("5"), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("GPU 5") && err.contains("2 GPUs"), "{err}");
+    let out = check(&plan("0,1"), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = check(&plan("5"), &["--no-gpu"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

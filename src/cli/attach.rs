@@ -106,9 +106,13 @@ fn send_by_file(dir: &Path, cmd: &Command) -> Result<u8> {
 fn send_to_sweep(dir: &Path, cmd: &Command) -> Result<u8> {
     let meta = store::sweep::read_sweep(dir).map_err(super::store_error)?;
     let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string()))?;
+    let found = store::sweep::Sweep::open(dir);
     let mut sent = Vec::new();
     for i in shards::send_targets(dir, &plan, meta.shards, cmd) {
-        let shard = store::sweep::shard_dir(dir, i);
+        // Never into something foreign in a shard's place.
+        let Some(shard) = found.as_ref().and_then(|s| s.shard_path(i)) else {
+            continue;
+        };
         if !shard.join(store::PLAN).exists() {
             continue;
         }

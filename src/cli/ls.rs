@@ -12,10 +12,13 @@ use crate::store::runs::{self, ListedRun, ListedSweep};
 use crate::store::{self, sweep};
 use crate::view::shards::cells_left;
 
+/// Where runs are unless told.
+const DEFAULT_DIR: &str = "runs";
+
 #[derive(clap::Args, Debug)]
 pub struct LsArgs {
     /// Where runs are (default ./runs).
-    #[arg(default_value = "runs")]
+    #[arg(default_value = DEFAULT_DIR)]
     dir: PathBuf,
     /// The list as JSON (one object per run, newest first).
     #[arg(long)]
@@ -32,9 +35,13 @@ pub struct RunInfo {
     pub total: Option<usize>,
     pub failed: usize,
     pub command: String,
-    /// A sweep directory's shards (`sweeptop slurm`).
+    /// A sweep directory's shards (`sweeptop slurm`, or shards run by hand
+    /// into one folder).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards: Option<Vec<ShardInfo>>,
+    /// What is among a sweep's shards but is none of them (ignored).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub foreign: Vec<sweep::Foreign>,
 }
 
 /// One shard of a sweep directory.
@@ -49,22 +56,31 @@ pub struct ShardInfo {
 
 /// A listed run with its cells counted from its plan and results.
 fn run_info(run: ListedRun) -> RunInfo {
-    let plan = Plan::load(&run.dir.join(store::PLAN)).ok();
+    let plan_path = run
+        .sweep
+        .as_ref()
+        .map_or_else(|| run.dir.join(store::PLAN), |s| s.plan.clone());
+    let plan = Plan::load(&plan_path).ok();
     let mut results = store::read_results(&run.dir).ok().unwrap_or_default();
     if let Some(plan) = &plan {
         results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
     }
-    let shards = run
-        .sweep
-        .as_ref()
-        .map(|s| shard_infos(&run.dir, s, plan.as_ref()));
+    let shards = run.sweep.as_ref().map(|s| shard_infos(s, plan.as_ref()));
     let d = run.dir.display();
-    let command = match (run.state, shards.is_some()) {
+    let slurm = run.sweep.as_ref().map(|s| s.slurm);
+    let command = match (run.state, slurm) {
         (RunState::Running, _) => format!("sweeptop attach {d}"),
         (RunState::Finished, _) => format!("sweeptop export {d} --format md"),
-        (RunState::Interrupted, true) => format!("sweeptop slurm --resume {d}"),
-        (RunState::Interrupted, false) => format!("sweeptop run --resume {d}"),
+        (RunState::Interrupted, Some(true)) => format!("sweeptop slurm --resume {d}"),
+        // Shards run by hand are resumed by hand, each in its directory.
+        (RunState::Interrupted, Some(false)) => format!("sweeptop export {d} --format md"),
+        (RunState::Interrupted, None) => format!("sweeptop run --resume {d}"),
     };
+    let foreign = run
+        .sweep
+        .as_ref()
+        .map(|s| s.foreign.clone())
+        .unwrap_or_default();
     RunInfo {
         done: results.records.len(),
         total: plan.map(|p| p.cells.len()),
@@ -75,22 +91,27 @@ fn run_info(run: ListedRun) -> RunInfo {
             .count(),
         command,
         shards,
+        foreign,
         run,
     }
 }
 
-/// Each shard of a sweep with its cells done of those the plan gives it.
-fn shard_infos(dir: &Path, sweep: &ListedSweep, plan: Option<&Plan>) -> Vec<ShardInfo> {
+/// Each shard of a sweep with its cells done of those the plan gives it
+/// (none for a shard whose place something foreign takes).
+fn shard_infos(sweep: &ListedSweep, plan: Option<&Plan>) -> Vec<ShardInfo> {
     let count = sweep.meta.shards;
     sweep
         .shards
         .iter()
         .map(|(i, state)| {
-            let d = sweep::shard_dir(dir, *i);
+            let d = sweep.dirs.iter().find(|(j, _)| j == i).map(|(_, d)| d);
             let total = plan.map_or(0, |p| {
                 crate::plan::Shard::new(*i, count).map_or(0, |s| p.shard(s).cells.len())
             });
-            let left = plan.map_or(0, |p| cells_left(p, count, *i, &d));
+            let left = match (plan, d) {
+                (Some(p), Some(d)) => cells_left(p, count, *i, d),
+                _ => total,
+            };
             ShardInfo {
                 index: *i,
                 state: state.clone(),
@@ -102,10 +123,17 @@ fn shard_infos(dir: &Path, sweep: &ListedSweep, plan: Option<&Plan>) -> Vec<Shar
 }
 
 pub fn ls(args: LsArgs) -> Result<u8> {
-    // A sweep directory is listed itself, with its shards.
-    let listed = match sweep::is_sweep_dir(&args.dir) {
-        true => runs::listed_sweep(&args.dir).into_iter().collect(),
-        false => runs::list_runs(&args.dir, crate::control::is_live),
+    // A sweep directory is listed itself, with its shards (the folder of
+    // runs, by default `runs`, is listed as such even when it holds only
+    // shard runs).
+    let sweep = if args.dir.as_path() == Path::new(DEFAULT_DIR) && !sweep::is_sweep_dir(&args.dir) {
+        None
+    } else {
+        sweep::Sweep::open(&args.dir)
+    };
+    let listed = match sweep {
+        Some(s) => vec![runs::listed_sweep(s)],
+        None => runs::list_runs(&args.dir, crate::control::is_live),
     };
     let runs: Vec<RunInfo> = listed.into_iter().map(run_info).collect();
     if args.json {
@@ -172,6 +200,14 @@ fn table(runs: &[RunInfo], now: Timestamp) -> String {
                 s.total
             ));
         }
+        let shown = |f: &sweep::Foreign| {
+            r.shards.iter().flatten().any(|s| {
+                Some(s.index) == f.index && matches!(s.state, sweep::ShardState::Foreign { .. })
+            })
+        };
+        for f in r.foreign.iter().filter(|f| !shown(f)) {
+            text.push_str(&format!("{:<11}   {}\n", "", f.notice()));
+        }
     }
     crate::model::text::display_lines(&text)
 }
@@ -198,6 +234,7 @@ mod tests {
             failed: 1,
             command: "sweeptop run --resume x".into(),
             shards: None,
+            foreign: Vec::new(),
         }
     }
 

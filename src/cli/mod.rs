@@ -154,7 +154,7 @@ pub fn read_run(
     crate::store::Results,
 )> {
     use crate::store;
-    if !dir.join(store::RESULTS).exists() && !store::sweep::is_sweep_dir(dir) {
+    if !dir.join(store::RESULTS).exists() && store::sweep::Sweep::open(dir).is_none() {
         return Err(user(format!(
             "{} has no {}: is it a run directory? (see `sweeptop ls`)",
             dir.display(),

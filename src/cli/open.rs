@@ -18,6 +18,12 @@ pub struct OpenArgs {
 
 pub fn open(args: OpenArgs) -> Result<u8> {
     let view = replay::load_run(&args.dir).map_err(super::store_error)?;
+    for notice in crate::store::sweep::Sweep::open(&args.dir)
+        .map(|s| s.notices())
+        .unwrap_or_default()
+    {
+        eprintln!("warning: {}: {notice}", args.dir.display());
+    }
     if !std::io::stdout().is_terminal() {
         let mut records: Vec<_> = view.records.values().cloned().collect();
         records.sort_by(|a, b| a.cell.cmp(&b.cell));

@@ -74,7 +74,20 @@ pub fn run(args: RunArgs) -> Result<u8> {
                 dir.display()
             )))
         }
-        (Some(dir), _) => Source::Resume(dir.clone()),
+        (Some(dir), _) => {
+            // What is in a sweep's shards but is not one of them (a link to
+            // another run…) is never resumed as that shard.
+            if let Some(f) = store::sweep::foreign_in_sweep(dir) {
+                return Err(super::store_error(
+                    store::Invalid::ForeignShard {
+                        dir: dir.clone(),
+                        why: f.why,
+                    }
+                    .into(),
+                ));
+            }
+            Source::Resume(dir.clone())
+        }
         (None, Some(plan)) => Source::Plan(plan.clone()),
         (None, None) => return Err(user("a plan file is needed (or --resume DIR)")),
     };

@@ -348,11 +348,29 @@ fn resume(args: &SlurmArgs, dir: &Path) -> Result<u8> {
         )));
     }
     let queued = sweep::queued_tasks(&meta).unwrap_or_default();
+    let found = sweep::Sweep::open(&dir);
     let mut again = Vec::new();
     let mut report = String::new();
+    for f in found.iter().flat_map(|s| &s.foreign) {
+        if f.index.is_none() {
+            report.push_str(&format!("{}\n", f.notice()));
+        }
+    }
     for i in 1..=meta.shards {
-        let shard_dir = sweep::shard_dir(&dir, i);
-        let state = sweep::shard_state(&shard_dir);
+        let state = found
+            .as_ref()
+            .map_or(sweep::ShardState::Pending, |s| s.state(i));
+        // Something foreign in a shard's place is never resumed into: the
+        // shard waits until it is moved away.
+        let Some(shard_dir) = found.as_ref().and_then(|s| s.shard_path(i)) else {
+            report.push_str(&format!(
+                "shard {i}/{}: {}, not submitted: move {} away to run it\n",
+                meta.shards,
+                state.text(),
+                sweep::shard_dir(&dir, i).display()
+            ));
+            continue;
+        };
         let left = cells_left(&plan, meta.shards, i, &shard_dir);
         let why = if state == sweep::ShardState::Finished && left == 0 {
             "finished".to_string()
@@ -368,7 +386,7 @@ fn resume(args: &SlurmArgs, dir: &Path) -> Result<u8> {
     }
     if again.is_empty() {
         super::print(&format!(
-            "{report}nothing to submit in {}: every shard has finished, or is queued or running\n",
+            "{report}nothing to submit in {}: every shard has finished, is queued or running, or has something foreign in its place\n",
             dir.display()
         ))?;
         return Ok(0);

@@ -37,6 +37,7 @@ mod place;
 mod preflight;
 pub mod process;
 mod retry;
+pub use place::missing_gpus;
 pub use retry::cells_to_retry;
 mod log_file;
 mod schedule;

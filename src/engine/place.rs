@@ -3,7 +3,7 @@
 //! can start now beside the configs already running.
 
 use crate::model::Failure;
-use crate::model::GpuSnapshot;
+use crate::model::{GpuSnapshot, GpuStatus};
 use crate::plan::Config;
 
 /// Memory in use on a GPU no process of ours holds above which it is taken
@@ -29,6 +29,9 @@ pub(super) fn place(config: &Config, held: &[Vec<u32>], snapshot: Option<&GpuSna
         snapshot.map_or_else(Vec::new, |s| s.gpus.iter().map(|g| g.index).collect());
     match (&config.gpus, config.gpu_count) {
         (Some(list), _) => {
+            if let Some(missing) = missing_gpus(list, snapshot) {
+                return Place::Never(super::preflight::failure(missing));
+            }
             if list.iter().any(in_use) {
                 Place::Later
             } else {
@@ -65,6 +68,30 @@ pub(super) fn place(config: &Config, held: &[Vec<u32>], snapshot: Option<&GpuSna
         (None, None) if held.is_empty() => Place::Now(all),
         (None, None) => Place::Later,
     }
+}
+
+/// Why a config's own list of GPUs cannot run here: it names GPUs the
+/// machine does not have, as NVML (or the simulated GPUs) shows them. `None`
+/// when every one is there, or when nothing shows the GPUs (no telemetry,
+/// no NVML): then the list is the user's word.
+pub fn missing_gpus(list: &[u32], snapshot: Option<&GpuSnapshot>) -> Option<String> {
+    let snap = snapshot?;
+    if !matches!(snap.status, GpuStatus::Nvml { .. } | GpuStatus::Simulated) {
+        return None;
+    }
+    let missing: Vec<String> = list
+        .iter()
+        .filter(|g| !snap.gpus.iter().any(|s| s.index == **g))
+        .map(u32::to_string)
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "server.gpus names GPU {} but this machine shows {} GPU{}",
+            missing.join(", "),
+            snap.gpus.len(),
+            if snap.gpus.len() == 1 { "" } else { "s" }
+        )
+    })
 }
 
 /// A GPU someone else uses: a process not ours, or memory no process of ours holds.
@@ -106,7 +133,7 @@ pub(super) fn none_free(config: &Config, snapshot: Option<&GpuSnapshot>) -> Fail
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{GpuSample, GpuStatus};
+    use crate::model::GpuSample;
 
     fn snap(mem: &[u64]) -> GpuSnapshot {
         GpuSnapshot {
@@ -169,6 +196,38 @@ mod tests {
         assert!(none_free(&c, Some(&s))
             .message
             .contains("GPU 1 (40000 MiB used)"));
+    }
+
+    #[test]
+    fn a_list_naming_a_gpu_the_machine_lacks_never_runs() {
+        let s = snap(&[0; 2]);
+        let Place::Never(f) = place(&config(Some(vec![5]), None), &[], Some(&s)) else {
+            panic!("GPU 5 on a 2-GPU machine was placed");
+        };
+        assert!(
+            f.message.contains("GPU 5") && f.message.contains("2 GPUs"),
+            "{}",
+            f.message
+        );
+        assert!(matches!(
+            place(&config(Some(vec![1, 2]), None), &[], Some(&s)),
+            Place::Never(_)
+        ));
+        assert_eq!(
+            place(&config(Some(vec![1]), None), &[], Some(&s)),
+            Place::Now(vec![1])
+        );
+        // Nothing shows the GPUs: the list is taken as given.
+        assert_eq!(
+            place(&config(Some(vec![5]), None), &[], None),
+            Place::Now(vec![5])
+        );
+        let mut off = s.clone();
+        off.status = GpuStatus::LibraryNotFound { detail: "x".into() };
+        assert_eq!(
+            place(&config(Some(vec![5]), None), &[], Some(&off)),
+            Place::Now(vec![5])
+        );
     }
 
     #[test]

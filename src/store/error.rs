@@ -36,6 +36,11 @@ pub enum Invalid {
          or continue it with `sweeptop slurm --resume {dir}`"
     )]
     SweepExists { dir: PathBuf },
+    #[error(
+        "{dir} is not a shard of the sweep it is in ({why}), so it is not resumed: \
+         move it out of the sweep's shards, then `sweeptop slurm --resume` runs that shard"
+    )]
+    ForeignShard { dir: PathBuf, why: String },
     /// `run.json`, `sweep.json` or `shard.json` that does not read.
     #[error("{path}: {source}")]
     Unreadable {

@@ -6,15 +6,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::file::read_lines;
-use super::sweep::{is_sweep_dir, shard_dirs};
+use super::sweep::Sweep;
 use super::EVENTS;
 use crate::model::{Event, ServerMeta, Timestamp};
 
 /// The events recorded in a run directory, or in every shard of a sweep
 /// directory.
 pub fn read_events(dir: &Path) -> Vec<Event> {
-    if is_sweep_dir(dir) {
-        return read_sweep_events(dir);
+    if let Some(sweep) = Sweep::open(dir) {
+        return read_sweep_events(&sweep);
     }
     read_lines(&dir.join(EVENTS)).collect()
 }
@@ -47,9 +47,9 @@ pub(super) fn is_shards_own(ev: &Event) -> bool {
 /// after the one before them in their shard). A shard's own start and end
 /// are not the sweep's: only the first start and, once every shard has
 /// ended, the last end are kept.
-fn read_sweep_events(sweep: &Path) -> Vec<Event> {
+fn read_sweep_events(sweep: &Sweep) -> Vec<Event> {
     let mut all: Vec<(Timestamp, u32, usize, Event)> = Vec::new();
-    for (i, dir) in shard_dirs(sweep) {
+    for (i, dir) in sweep.shards.iter().cloned() {
         let mut last = Timestamp::from_unix_ms(0);
         for (n, ev) in read_events(&dir).into_iter().enumerate() {
             if let Some(at) = ev.at() {

@@ -8,7 +8,7 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
 use super::error::{io_err, StoreError};
-use super::sweep::{is_sweep_dir, shard_dirs};
+use super::sweep::Sweep;
 use super::RESULTS;
 use crate::model::{CellRecord, Timestamp};
 
@@ -43,8 +43,8 @@ impl Results {
 
 /// The results of a run directory, or of every shard of a sweep directory.
 pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
-    if is_sweep_dir(dir) {
-        return read_sweep_results(dir);
+    if let Some(sweep) = Sweep::open(dir) {
+        return read_sweep_results(&sweep);
     }
     let p = dir.join(RESULTS);
     let f = match File::open(&p) {
@@ -91,11 +91,12 @@ pub fn read_results(dir: &Path) -> Result<Results, StoreError> {
 }
 
 /// Every shard's results merged: the last record of a cell wins (by when it
-/// finished, then by shard and line order).
-fn read_sweep_results(sweep: &Path) -> Result<Results, StoreError> {
+/// finished, then by shard and line order). What is foreign among the shards
+/// is told in `problems` and not read.
+fn read_sweep_results(sweep: &Sweep) -> Result<Results, StoreError> {
     let mut all: Vec<(Timestamp, u32, usize, CellRecord)> = Vec::new();
-    let mut problems = Vec::new();
-    for (i, dir) in shard_dirs(sweep) {
+    let mut problems = sweep.notices();
+    for (i, dir) in sweep.shards.iter().cloned() {
         let r = read_results(&dir)?;
         problems.extend(r.problems);
         all.extend(

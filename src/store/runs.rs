@@ -7,10 +7,7 @@ use std::path::{Path, PathBuf};
 use super::file::sha256_file;
 use super::lock::is_locked;
 use super::meta::run_meta;
-use super::sweep::{
-    is_sweep_dir, queued_tasks, read_sweep, shard_dir, shard_dirs, shard_state, ShardState,
-    SweepMeta,
-};
+use super::sweep::{queued_tasks, Foreign, ShardState, Sweep, SweepMeta};
 use super::{EVENTS, PLAN, RESULTS};
 use crate::model::{RunState, Timestamp};
 
@@ -42,6 +39,14 @@ pub struct ListedSweep {
     pub meta: SweepMeta,
     /// Every shard of the sweep, by index from 1.
     pub shards: Vec<(u32, ShardState)>,
+    /// Where each shard's run directory is (or will be), by index.
+    pub dirs: Vec<(u32, PathBuf)>,
+    /// What is among the shards but is none of them: ignored, and told.
+    pub foreign: Vec<Foreign>,
+    /// The plan every shard runs a part of.
+    pub plan: PathBuf,
+    /// Made by `sweeptop slurm` (else shards run by hand into one folder).
+    pub slurm: bool,
 }
 
 /// Run directories under `root`, newest first. `answers` tells whether a
@@ -61,8 +66,8 @@ pub fn list_runs(root: &Path, answers: impl Fn(&Path) -> bool) -> Vec<ListedRun>
 
 /// `dir` as listed, when it holds a run or is a sweep directory.
 fn listed_run(dir: &Path, answers: impl Fn(&Path) -> bool) -> Option<ListedRun> {
-    if is_sweep_dir(dir) {
-        return listed_sweep(dir);
+    if let Some(sweep) = Sweep::open(dir) {
+        return Some(listed_sweep(sweep));
     }
     let meta = run_meta(dir)?;
     let live = answers(dir) || is_locked(dir);
@@ -91,16 +96,29 @@ fn listed_run(dir: &Path, answers: impl Fn(&Path) -> bool) -> Option<ListedRun> 
 }
 
 /// A sweep directory: running while a shard runs or waits for its first
-/// start, finished when every shard has, interrupted otherwise.
-pub fn listed_sweep(dir: &Path) -> Option<ListedRun> {
-    let meta = read_sweep(dir).ok()?;
-    let shards: Vec<(u32, ShardState)> = (1..=meta.shards)
-        .map(|i| (i, shard_state(&shard_dir(dir, i))))
+/// start, finished when every shard has, interrupted otherwise (a shard
+/// with something foreign in its place has not finished).
+pub fn listed_sweep(sweep: Sweep) -> ListedRun {
+    let shards: Vec<(u32, ShardState)> = (1..=sweep.meta.shards)
+        .map(|i| (i, sweep.state(i)))
         .collect();
+    let dirs: Vec<(u32, PathBuf)> = (1..=sweep.meta.shards)
+        .filter_map(|i| Some((i, sweep.shard_path(i)?)))
+        .collect();
+    let Sweep {
+        dir,
+        meta,
+        plan,
+        slurm,
+        shards: own,
+        foreign,
+    } = sweep;
     // A shard not started yet waits for its task, unless Slurm says the
-    // task is gone (cancelled before it started).
+    // task is gone (cancelled before it started); shards run by hand wait
+    // for no one.
     let pending = shards.iter().any(|(_, s)| *s == ShardState::Pending);
     let waiting = pending
+        && slurm
         && match queued_tasks(&meta) {
             Some(queued) => shards
                 .iter()
@@ -115,24 +133,26 @@ pub fn listed_sweep(dir: &Path) -> Option<ListedRun> {
         RunState::Interrupted
     };
     let ended_at = (state != RunState::Running)
-        .then(|| {
-            shard_dirs(dir)
-                .iter()
-                .filter_map(|(_, d)| last_write(d))
-                .max()
-        })
+        .then(|| own.iter().filter_map(|(_, d)| last_write(d)).max())
         .flatten();
-    Some(ListedRun {
-        dir: dir.to_path_buf(),
+    ListedRun {
         plan: meta.plan.clone(),
         state,
         live: state == RunState::Running,
         started_at: meta.created_at,
         ended_at,
         ran_s: ran_s(meta.created_at, ended_at),
-        plan_sha256: sha256_file(&dir.join(PLAN)).ok(),
-        sweep: Some(ListedSweep { meta, shards }),
-    })
+        plan_sha256: sha256_file(&plan).ok(),
+        dir,
+        sweep: Some(ListedSweep {
+            meta,
+            shards,
+            dirs,
+            foreign,
+            plan,
+            slurm,
+        }),
+    }
 }
 
 /// Seconds from `started_at` to `ended_at`, or to now while running.

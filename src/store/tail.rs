@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::events::is_shards_own;
 use super::results::read_results;
-use super::sweep::{read_heartbeat, read_sweep, shard_dir, shard_dirs, shard_state, ShardState};
+use super::sweep::{read_heartbeat, shard_dirs, ShardState, Sweep};
 use super::{EVENTS, GPU, LOGS};
 use crate::model::{Event, GpuSnapshot, LogMark, Status, Timestamp};
 
@@ -109,10 +109,8 @@ impl SweepTail {
     /// How the sweep ended, once no shard runs or waits to: finished when
     /// every shard has, else interrupted.
     pub fn ended(&self) -> Option<Event> {
-        let meta = read_sweep(&self.dir).ok()?;
-        let states: Vec<_> = (1..=meta.shards)
-            .map(|i| shard_state(&shard_dir(&self.dir, i)))
-            .collect();
+        let sweep = Sweep::open(&self.dir)?;
+        let states: Vec<_> = (1..=sweep.meta.shards).map(|i| sweep.state(i)).collect();
         if states
             .iter()
             .any(|s| s.is_running() || *s == ShardState::Pending)

@@ -14,7 +14,7 @@ use crate::store;
 /// The view of a recorded run. Unreadable lines are skipped (a torn tail, a
 /// newer version's events); a directory that is not a run is an error.
 pub fn load_run(dir: &Path) -> Result<ViewState, store::StoreError> {
-    if !store::is_run_dir(dir) {
+    if !store::is_run_dir(dir) && store::sweep::Sweep::open(dir).is_none() {
         let dir = dir.to_path_buf();
         return Err(store::Invalid::NotARun { dir }.into());
     }
@@ -54,6 +54,12 @@ pub enum RunPlanError {
 /// runs when it is a shard of a sweep (`shard.json`). A sweep directory's is
 /// the whole plan.
 pub fn plan_of_run(dir: &Path) -> Result<Plan, RunPlanError> {
+    // Shards run by hand into one folder: the plan they all run a part of.
+    if !store::is_run_dir(dir) {
+        if let Some(sweep) = store::sweep::Sweep::open(dir) {
+            return Ok(Plan::load(&sweep.plan)?);
+        }
+    }
     let plan = Plan::load(&dir.join(store::PLAN))?;
     match store::sweep::read_shard(dir)? {
         Some(s) => {
