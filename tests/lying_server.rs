@@ -34,7 +34,8 @@ fn metrics_page(n: u64) -> String {
 }
 
 /// One HTTP/1.1 exchange: the request's path and body, then the answer.
-fn serve_one(stream: TcpStream, finished: &AtomicU64, context: u64) -> std::io::Result<()> {
+fn serve_one(stream: TcpStream, finished: &AtomicU64, lie: Lie) -> std::io::Result<()> {
+    let context = lie.context;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -89,10 +90,15 @@ fn serve_one(stream: TcpStream, finished: &AtomicU64, context: u64) -> std::io::
             let words = String::from_utf8_lossy(&body).split_whitespace().count();
             write!(
                 out,
-                "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{words},\"completion_tokens\":8}}}}\n\ndata: [DONE]\n\n"
+                "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{words},\"completion_tokens\":{}}}}}\n\ndata: [DONE]\n\n",
+                lie.completion_tokens
             )?;
             out.flush()?;
             finished.fetch_add(1, Ordering::SeqCst);
+            if lie.linger {
+                // The stream stays open after [DONE].
+                std::thread::sleep(Duration::from_secs(3));
+            }
             Ok(())
         }
         _ => write!(
@@ -102,8 +108,29 @@ fn serve_one(stream: TcpStream, finished: &AtomicU64, context: u64) -> std::io::
     }
 }
 
+/// What the server lies about.
+#[derive(Clone, Copy)]
+struct Lie {
+    /// Its context length on `/v1/models`.
+    context: u64,
+    /// `usage.completion_tokens` for 8 streamed chunks.
+    completion_tokens: u64,
+    /// Keep each stream open for 3 s after `[DONE]`.
+    linger: bool,
+}
+
+const HONEST: Lie = Lie {
+    context: 4096,
+    completion_tokens: 8,
+    linger: false,
+};
+
 /// The lying server on a free port, saying its context is `context` tokens.
 fn liar(context: u64) -> u16 {
+    liar_with(Lie { context, ..HONEST })
+}
+
+fn liar_with(lie: Lie) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let finished = Arc::new(AtomicU64::new(0));
@@ -111,7 +138,7 @@ fn liar(context: u64) -> u16 {
         for stream in listener.incoming().flatten() {
             let counter = finished.clone();
             std::thread::spawn(move || {
-                let _ = serve_one(stream, &counter, context);
+                let _ = serve_one(stream, &counter, lie);
             });
         }
     });
@@ -174,4 +201,40 @@ fn a_context_of_zero_is_unknown_and_said_not_an_overflow_of_every_prompt() {
         stderr.contains("context length 0 tokens (/v1/models max_model_len) cannot be true"),
         "{stderr}"
     );
+}
+
+/// 8 chunks said to be 16,000 tokens (and 2^64 − 1): the streamed count is
+/// recorded, with a usage_mismatch warning that gives both numbers.
+#[test]
+fn usage_over_max_tokens_counts_what_was_streamed_and_says_so() {
+    for said in [16_000u64, u64::MAX] {
+        let (m, stderr) = loadtest(liar_with(Lie {
+            completion_tokens: said,
+            ..HONEST
+        }));
+        assert_eq!(m["output_tokens"], 32, "{m}\n{stderr}");
+        let warnings = m["warnings"].to_string();
+        assert!(warnings.contains("usage_mismatch"), "{warnings}");
+        assert!(
+            warnings.contains("where 8 text chunks were streamed (max_tokens 8)"),
+            "{warnings}"
+        );
+    }
+}
+
+/// A server that keeps each stream open after [DONE]: every request ends at
+/// [DONE] (not 3 s later), and the lingering is said.
+#[test]
+fn a_stream_kept_open_after_done_costs_no_time_and_is_said() {
+    let (m, stderr) = loadtest(liar_with(Lie {
+        linger: true,
+        ..HONEST
+    }));
+    assert_eq!(m["failed_requests"], 0, "{m}\n{stderr}");
+    let e2e = m["e2e_ms_p99"].as_f64().unwrap();
+    assert!(
+        e2e < 3000.0,
+        "a request waited for the lingering stream: {e2e} ms"
+    );
+    assert!(stderr.contains("stream(s) open after [DONE]"), "{stderr}");
 }

@@ -329,6 +329,7 @@ async fn read_events(
                 }
             }
             let pool = pool.clone();
+            pool.draining(true);
             tokio::spawn(async move {
                 let rest = tokio::time::timeout(Duration::from_millis(200), async {
                     loop {
@@ -344,6 +345,7 @@ async fn read_events(
                     Ok(_) => {}
                     Err(_) => pool.lingered(),
                 }
+                pool.draining(false);
             });
             return;
         }

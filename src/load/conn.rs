@@ -87,6 +87,8 @@ pub struct Pool {
     /// Streams the server kept open after `[DONE]` (closed by the client),
     /// since the last [`Pool::take_lingering`].
     lingering: std::sync::atomic::AtomicU64,
+    /// Streams whose end is being read aside after `[DONE]`.
+    draining: std::sync::atomic::AtomicU64,
 }
 
 impl Pool {
@@ -119,6 +121,7 @@ impl Pool {
             prefix: uri.path().trim_end_matches('/').to_string(),
             idle: Mutex::new(Vec::new()),
             lingering: std::sync::atomic::AtomicU64::new(0),
+            draining: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -128,9 +131,26 @@ impl Pool {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// How many streams the server kept open after `[DONE]` since last asked.
-    pub fn take_lingering(&self) -> u64 {
-        self.lingering.swap(0, std::sync::atomic::Ordering::Relaxed)
+    /// A stream's end read aside starts (`true`) or ends (`false`).
+    pub(super) fn draining(&self, started: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if started {
+            self.draining.fetch_add(1, Relaxed);
+        } else {
+            self.draining.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// How many streams the server kept open after `[DONE]` since last
+    /// asked, once the ends being read aside are read or given up (each
+    /// within its 200 ms; this waits no longer than `limit`).
+    pub async fn take_lingering(&self, limit: std::time::Duration) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.draining.load(Relaxed) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        self.lingering.swap(0, Relaxed)
     }
 
     pub fn authority(&self) -> &str {

@@ -184,6 +184,7 @@ fn followed_files(shard_dir: &Path) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sweep::shard_dir;
     use super::*;
 
     #[test]

@@ -180,7 +180,9 @@ async fn measure<H: Host>(
     if let Some(w) = records.take() {
         host.records_done(w);
     }
-    let lingered = pool.take_lingering();
+    let lingered = pool
+        .take_lingering(std::time::Duration::from_millis(300))
+        .await;
     if lingered > 0 {
         host.notice(
             Level::Warn,
