@@ -131,7 +131,7 @@ impl Launcher<'_> {
             shell: config.shell,
             env: &line.env,
             log_path: &log_path,
-            log_max_bytes: core.plan.limits.log_max_mb.saturating_mul(1 << 20),
+            log_max_bytes: core.plan.limits.log_max_bytes(),
             config: &config.id,
             patterns: core.patterns.clone(),
             ready_line: config.ready.log_line.clone(),
@@ -357,15 +357,15 @@ impl Launcher<'_> {
     }
 }
 
-/// Stop the server's whole group and say how it ended.
 /// What the config's log file cut since this was last asked, as notices.
 pub(super) fn say_log_cuts(core: &Core, config: &str, server: &Server) {
-    let cap = core.plan.limits.log_max_mb.saturating_mul(1 << 20);
+    let cap = core.plan.limits.log_max_bytes();
     for cut in server.take_log_cuts() {
         core.notice(Level::Warn, cut.notice(config, cap));
     }
 }
 
+/// Stop the server's whole group and say how it ended.
 pub(super) async fn stop(core: &Core, config: &Config, server: &mut Server) {
     if server.stopped {
         return;

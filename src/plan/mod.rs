@@ -152,6 +152,13 @@ pub struct Limits {
     pub log_max_mb: u64,
 }
 
+impl Limits {
+    /// [`Limits::log_max_mb`] in bytes (0: never cut).
+    pub fn log_max_bytes(&self) -> u64 {
+        self.log_max_mb.saturating_mul(1 << 20)
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Ready {
     pub path: String,
