@@ -312,41 +312,9 @@ async fn read_events(
         }
         if done {
             rec.end_ns = now;
-            // The request ends at `[DONE]`: the end of the chunked body
-            // (normally already here) is read aside, so the connection can
-            // serve a later request, and a server that keeps the stream open
-            // costs the cell nothing but a notice.
-            use futures_util::FutureExt;
-            for _ in 0..16 {
-                match conn.drive(body.frame()).now_or_never() {
-                    Some(Some(Ok(_))) => continue,
-                    Some(Some(Err(_))) => return,
-                    Some(None) => {
-                        pool.put(conn);
-                        return;
-                    }
-                    None => break,
-                }
-            }
-            let pool = pool.clone();
-            pool.draining(true);
-            tokio::spawn(async move {
-                let rest = tokio::time::timeout(Duration::from_millis(200), async {
-                    loop {
-                        match conn.drive(body.frame()).await {
-                            Some(Ok(_)) => continue,
-                            Some(Err(_)) => return Some(false),
-                            None => return Some(true),
-                        }
-                    }
-                });
-                match rest.await {
-                    Ok(Some(true)) => pool.put(conn),
-                    Ok(_) => {}
-                    Err(_) => pool.lingered(),
-                }
-                pool.draining(false);
-            });
+            // The request ends at `[DONE]`: the end of the body is the
+            // pool's to read, aside when it is not here yet.
+            pool.finish(conn, body);
             return;
         }
     }

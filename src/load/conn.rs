@@ -10,11 +10,15 @@
 use super::{LoadError, UrlProblem};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
+use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use futures_util::FutureExt;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -86,9 +90,11 @@ pub struct Pool {
     idle: Mutex<Vec<Conn>>,
     /// Streams the server kept open after `[DONE]` (closed by the client),
     /// since the last [`Pool::take_lingering`].
-    lingering: std::sync::atomic::AtomicU64,
+    lingering: AtomicU64,
     /// Streams whose end is being read aside after `[DONE]`.
-    draining: std::sync::atomic::AtomicU64,
+    draining: AtomicU64,
+    /// Told when the last end read aside is done.
+    drained: tokio::sync::Notify,
 }
 
 impl Pool {
@@ -120,36 +126,62 @@ impl Pool {
             port,
             prefix: uri.path().trim_end_matches('/').to_string(),
             idle: Mutex::new(Vec::new()),
-            lingering: std::sync::atomic::AtomicU64::new(0),
-            draining: std::sync::atomic::AtomicU64::new(0),
+            lingering: AtomicU64::new(0),
+            draining: AtomicU64::new(0),
+            drained: tokio::sync::Notify::new(),
         })
     }
 
-    /// A stream the server did not end after `[DONE]`.
-    pub(super) fn lingered(&self) {
-        self.lingering
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// After `[DONE]`: the rest of the body is read so the connection can
+    /// serve a later request, at once when it is already here (the usual
+    /// case), else aside for at most [`DRAIN_WAIT`], never holding the
+    /// request up. A server that keeps the stream open (or streaming) past
+    /// that is counted ([`Pool::take_lingering`]) and its connection closed.
+    pub fn finish(self: &Arc<Self>, conn: Conn, body: Incoming) {
+        let mut rest = Box::pin(read_rest(conn, body));
+        if let Some(rest) = (&mut rest).now_or_never() {
+            self.settle(rest);
+            return;
+        }
+        self.draining.fetch_add(1, Relaxed);
+        let pool = self.clone();
+        tokio::spawn(async move {
+            let rest = tokio::time::timeout(DRAIN_WAIT, rest)
+                .await
+                .unwrap_or(Rest::Endless);
+            pool.settle(rest);
+            if pool.draining.fetch_sub(1, Relaxed) == 1 {
+                pool.drained.notify_waiters();
+            }
+        });
     }
 
-    /// A stream's end read aside starts (`true`) or ends (`false`).
-    pub(super) fn draining(&self, started: bool) {
-        use std::sync::atomic::Ordering::Relaxed;
-        if started {
-            self.draining.fetch_add(1, Relaxed);
-        } else {
-            self.draining.fetch_sub(1, Relaxed);
+    fn settle(&self, rest: Rest) {
+        match rest {
+            Rest::Clean(conn) => self.put(conn),
+            Rest::Broken => {}
+            Rest::Endless => {
+                self.lingering.fetch_add(1, Relaxed);
+            }
         }
     }
 
     /// How many streams the server kept open after `[DONE]` since last
-    /// asked, once the ends being read aside are read or given up (each
-    /// within its 200 ms; this waits no longer than `limit`).
-    pub async fn take_lingering(&self, limit: std::time::Duration) -> u64 {
-        use std::sync::atomic::Ordering::Relaxed;
-        let deadline = tokio::time::Instant::now() + limit;
-        while self.draining.load(Relaxed) > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+    /// asked, once the ends being read aside are read or given up (waiting
+    /// no longer than `limit`).
+    pub async fn take_lingering(&self, limit: Duration) -> u64 {
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                let drained = self.drained.notified();
+                let mut drained = std::pin::pin!(drained);
+                drained.as_mut().enable();
+                if self.draining.load(Relaxed) == 0 {
+                    return;
+                }
+                drained.await;
+            }
+        })
+        .await;
         self.lingering.swap(0, Relaxed)
     }
 
@@ -213,6 +245,32 @@ impl Pool {
             }
         }
     }
+}
+
+/// How long the end of a body after `[DONE]` is waited for, aside.
+const DRAIN_WAIT: Duration = Duration::from_millis(200);
+/// The most frames read after `[DONE]`: a server still streaming is closed.
+const DRAIN_FRAMES: usize = 64;
+
+/// How a body ended after `[DONE]`.
+enum Rest {
+    /// Cleanly: the connection can serve another request.
+    Clean(Conn),
+    /// With an error: the connection is dropped.
+    Broken,
+    /// Not at all (still open, or still streaming).
+    Endless,
+}
+
+async fn read_rest(mut conn: Conn, mut body: Incoming) -> Rest {
+    for _ in 0..DRAIN_FRAMES {
+        match conn.drive(body.frame()).await {
+            Some(Ok(_)) => continue,
+            Some(Err(_)) => return Rest::Broken,
+            None => return Rest::Clean(conn),
+        }
+    }
+    Rest::Endless
 }
 
 #[cfg(test)]

@@ -180,9 +180,7 @@ async fn measure<H: Host>(
     if let Some(w) = records.take() {
         host.records_done(w);
     }
-    let lingered = pool
-        .take_lingering(std::time::Duration::from_millis(300))
-        .await;
+    let lingered = pool.take_lingering(std::time::Duration::from_secs(1)).await;
     if lingered > 0 {
         host.notice(
             Level::Warn,
