@@ -89,8 +89,12 @@ impl ShardRouter {
     /// be written is not waited for).
     pub fn send(&self, req: &Request, host: &str) {
         let from = format!("{}@{host}", req.source);
+        let found = sweep::Sweep::open(&self.dir);
         for (i, cmd) in self.route(&req.command) {
-            let _ = append_command(&sweep::shard_dir(&self.dir, i), &cmd, &from);
+            // Never into something foreign in a shard's place.
+            if let Some(shard) = found.as_ref().and_then(|s| s.shard_path(i)) {
+                let _ = append_command(&shard, &cmd, &from);
+            }
         }
     }
 

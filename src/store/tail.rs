@@ -7,16 +7,20 @@
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::events::is_shards_own;
 use super::results::read_results;
-use super::sweep::{read_heartbeat, shard_dirs, ShardState, Sweep};
+use super::sweep::{read_heartbeat, shard_dirs, ShardState, Sweep, SHARDS};
 use super::{EVENTS, GPU, LOGS};
 use crate::model::{Event, GpuSnapshot, LogMark, Status, Timestamp};
 
 /// How often the shards' files are read.
 pub const TAIL_POLL: Duration = Duration::from_millis(500);
+/// How often which shards are the sweep's is judged again (their plans
+/// hashed, their `shard.json` read) when no entry came or went: one that
+/// did changes its folder's time and is seen at the next poll.
+const SWEEP_REFRESH: Duration = Duration::from_secs(5);
 /// Most bytes read from one file per poll (a burst of log lines is cut).
 const TAIL_CHUNK: u64 = 1 << 20;
 /// How far back in a shard's `gpu.jsonl` a new viewer starts (its last samples).
@@ -28,6 +32,20 @@ pub struct SweepTail {
     dir: PathBuf,
     /// Per file: how far it has been read.
     offsets: HashMap<PathBuf, u64>,
+    /// The sweep as last judged: not every poll (see [`SWEEP_REFRESH`]).
+    judged: Option<Judged>,
+}
+
+struct Judged {
+    sweep: Option<Sweep>,
+    at: Instant,
+    listing: [Option<SystemTime>; 2],
+}
+
+/// When the sweep directory's and its `shards/` listings last changed.
+fn listing(dir: &Path) -> [Option<SystemTime>; 2] {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    [modified(dir), modified(&dir.join(SHARDS))]
 }
 
 /// A shard's newest GPU sample and the host it was taken on (its
@@ -54,14 +72,38 @@ impl SweepTail {
         SweepTail {
             dir: dir.to_path_buf(),
             offsets,
+            judged: None,
         }
+    }
+
+    /// The sweep, judged again when an entry came or went, or every
+    /// [`SWEEP_REFRESH`].
+    fn sweep(&mut self) -> Option<&Sweep> {
+        let now = listing(&self.dir);
+        let fresh = self
+            .judged
+            .as_ref()
+            .is_some_and(|j| j.listing == now && j.at.elapsed() < SWEEP_REFRESH);
+        if !fresh {
+            self.judged = Some(Judged {
+                sweep: Sweep::open(&self.dir),
+                at: Instant::now(),
+                listing: now,
+            });
+        }
+        self.judged.as_ref()?.sweep.as_ref()
+    }
+
+    /// The sweep's own shard run directories, by index.
+    fn shards(&mut self) -> Vec<(u32, PathBuf)> {
+        self.sweep().map(|s| s.shards.clone()).unwrap_or_default()
     }
 
     /// Each shard's newest GPU sample since the last poll (a partial first
     /// line after a jump to the file's tail does not read, and is skipped).
     pub fn poll_gpus(&mut self) -> Vec<ShardGpu> {
         let mut out = Vec::new();
-        for (i, d) in shard_dirs(&self.dir) {
+        for (i, d) in self.shards() {
             let newest = self
                 .new_lines(&d.join(GPU))
                 .iter()
@@ -80,7 +122,7 @@ impl SweepTail {
     /// logs' lines. A shard's own start and end are not the sweep's.
     pub fn poll_events(&mut self) -> Vec<(u32, Event)> {
         let mut out = Vec::new();
-        for (i, d) in shard_dirs(&self.dir) {
+        for (i, d) in self.shards() {
             for line in self.new_lines(&d.join(EVENTS)) {
                 match serde_json::from_str::<Event>(&line) {
                     Ok(ev) if !is_shards_own(&ev) => out.push((i, ev)),
@@ -108,8 +150,8 @@ impl SweepTail {
 
     /// How the sweep ended, once no shard runs or waits to: finished when
     /// every shard has, else interrupted.
-    pub fn ended(&self) -> Option<Event> {
-        let sweep = Sweep::open(&self.dir)?;
+    pub fn ended(&mut self) -> Option<Event> {
+        let sweep = self.sweep()?;
         let states: Vec<_> = (1..=sweep.meta.shards).map(|i| sweep.state(i)).collect();
         if states
             .iter()
