@@ -193,6 +193,10 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
         for why in &about.refused {
             eprintln!("warning: {why}");
         }
+        if let (Some(slots @ 2..), Some(n)) = (about.slots, about.context) {
+            eprintln!("note: the server serves {slots} requests at once, each with {n} tokens of context of its own (one slot's share): prompts are planned against {n}");
+        }
+        let per_request_cache = about.per_request_cache;
         let (listed, limit) = (about.model, about.context);
         let model = args
             .model
@@ -200,6 +204,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             .or(listed)
             .unwrap_or_else(|| "default".into());
         let target = Target {
+            cache_prompt: None,
             base,
             api: if args.chat {
                 Api::Chat
@@ -216,6 +221,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             preset.flush,
             args.tokenizer.clone(),
         );
+        session.per_request_cache = per_request_cache;
         let records = match &args.records {
             Some(p) => Some(
                 RequestsWriter::create(p.clone()).map_err(|e| user(format!("--records: {e}")))?,

@@ -25,6 +25,9 @@ pub struct Measured<'a> {
     pub stall: Option<Stall>,
     /// Requests whose `usage` disagreed with their stream.
     pub usage_mismatch: Option<UsageMismatch>,
+    /// The successful request with the most prompt + output tokens: its
+    /// (prompt, output) as the server counted them.
+    pub longest: Option<(u64, u64)>,
 }
 
 /// Requests whose `usage.completion_tokens` could not be true (over their
@@ -57,6 +60,9 @@ pub struct Checks {
     /// Short outputs fail the cell (else they are its first warning).
     pub fail_short: bool,
     pub context_limit: Option<u64>,
+    /// The server's own context for one request, when it says: no prompt,
+    /// nor prompt and output together, can be over it and be true.
+    pub server_context: Option<u64>,
     /// The client's and the server's mean TTFT may differ by this much.
     pub max_ttft_gap_ms: f64,
     /// A cold cell may find this % of its prompt tokens cached; `None` for a
@@ -146,6 +152,7 @@ fn read_with(short: Option<Failure>, measured: &Measured, checks: &Checks) -> Ve
         .map(usage_mismatch)
         .into_iter()
         .chain(prompt_mismatch(metrics, checks))
+        .chain(context_shift(measured, checks))
         .chain(short)
         .chain(clock_gap(metrics, checks.max_ttft_gap_ms))
         .chain(
@@ -284,7 +291,7 @@ fn prompt_mismatch(metrics: &Metrics, checks: &Checks) -> Option<Failure> {
 /// A prompt the server counted over its own context limit: whatever it
 /// answered, that is not a measurement of the cell.
 fn prompt_over_context(metrics: &Metrics, checks: &Checks) -> Option<Failure> {
-    let (limit, max) = (checks.context_limit?, metrics.prompt_tokens_max?);
+    let (limit, max) = (checks.server_context?, metrics.prompt_tokens_max?);
     (max > limit).then(|| {
         Failure::new(
             FailureKind::PromptMismatch,
@@ -304,6 +311,34 @@ fn prompt_over_context(metrics: &Metrics, checks: &Checks) -> Option<Failure> {
             prompt_tokens: Some(max),
             output_tokens: None,
             total_tokens: None,
+        }))
+    })
+}
+
+/// A request that held more prompt and output tokens than the server's
+/// context for one request: only a server that dropped old tokens to go on
+/// (llama.cpp's `--context-shift`) can return it, and what it timed is not
+/// the request asked.
+fn context_shift(measured: &Measured, checks: &Checks) -> Option<Failure> {
+    let (limit, (prompt, output)) = (checks.server_context?, measured.longest?);
+    let total = prompt.saturating_add(output);
+    (total > limit).then(|| {
+        Failure::new(
+            FailureKind::ContextShift,
+            FailureSource::Client,
+            format!(
+                "a request held {} prompt + {} output = {} tokens, over the server's context of {} a request: it dropped old tokens to go on (a context shift), so its decode is not the one asked",
+                thousands(prompt),
+                thousands(output),
+                thousands(total),
+                thousands(limit)
+            ),
+        )
+        .with_context(Some(ContextNumbers {
+            limit: Some(limit),
+            prompt_tokens: Some(prompt),
+            output_tokens: Some(output),
+            total_tokens: Some(total),
         }))
     })
 }
@@ -377,6 +412,7 @@ mod tests {
             short_examples: &run.stats.short_examples,
             stall: None,
             usage_mismatch: None,
+            longest: run.stats.longest,
         }
     }
 
@@ -387,6 +423,7 @@ mod tests {
             max_error_rate: 0.0,
             fail_short: false,
             context_limit,
+            server_context: context_limit,
             max_ttft_gap_ms: 25.0,
             max_cold_cache_hit_pct: Some(10.0),
             prompt_target: None,
@@ -404,6 +441,7 @@ mod tests {
             max_tokens: max,
             finish_reason: Some("length".into()),
             error,
+            server: None,
         }
     }
 
@@ -525,6 +563,38 @@ mod tests {
         assert_eq!(f.context.and_then(|c| c.prompt_tokens), Some(1_805_926));
         assert_eq!(prompt_slack(128), 8);
         assert_eq!(prompt_slack(32_768), 327);
+    }
+
+    /// A request longer than the server's context for one request can only
+    /// come from a server that dropped old tokens (llama.cpp's context
+    /// shift): a warning with the numbers, from the server's own context,
+    /// never from a lower limit the plan set.
+    #[test]
+    fn a_request_past_the_servers_context_is_a_context_shift() {
+        let run = run_of(&[rec(8, 8, None), rec(8, 8, None)]);
+        let m = run.stats.metrics(run.wall_ns);
+        // prompt 10 + 8 output = 18 tokens.
+        let mut c = checks(Some(16));
+        let w = validate(&measured(&run, &m), &ServerHealth { died: None }, &c).unwrap();
+        assert_eq!(w[0].kind, FailureKind::ContextShift, "{w:?}");
+        assert!(
+            w[0].message
+                .contains("10 prompt + 8 output = 18 tokens, over the server's context of 16"),
+            "{}",
+            w[0].message
+        );
+        c.server_context = Some(18);
+        assert!(
+            validate(&measured(&run, &m), &ServerHealth { died: None }, &c)
+                .unwrap()
+                .is_empty()
+        );
+        (c.context_limit, c.server_context) = (Some(16), None);
+        assert!(
+            validate(&measured(&run, &m), &ServerHealth { died: None }, &c)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     /// Usage that disagreed with the stream is said with both numbers.

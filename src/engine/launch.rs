@@ -179,6 +179,11 @@ impl Launcher<'_> {
         if context_limit.is_none() {
             core.notice(Level::Warn, format!("{}: the server reports no context limit and the plan sets none; prompts are not clamped", config.id));
         }
+        if let (Some(slots @ 2..), Some(n), ContextLimit::Server) =
+            (about.slots, about.context, &core.plan.limits.context)
+        {
+            core.notice(Level::Info, format!("{}: the server serves {slots} requests at once, each with {n} tokens of context of its own (one slot's share): prompts are planned against {n}", config.id));
+        }
         core.emit(Event::ServerReady {
             at: Timestamp::now(),
             config: config.id.clone(),
@@ -188,8 +193,9 @@ impl Launcher<'_> {
             model: model.clone(),
             server: Some(Box::new(meta)),
         });
-        Session::new(
+        let mut session = Session::new(
             Target {
+                cache_prompt: None,
                 base,
                 api: config.api,
                 model,
@@ -199,7 +205,10 @@ impl Launcher<'_> {
             core.seq.clone(),
             config.kind.preset().flush,
             config.tokenizer.as_ref().map(std::path::PathBuf::from),
-        )
+        );
+        session.server_context = about.context;
+        session.per_request_cache = about.per_request_cache;
+        session
     }
 
     /// Ready = the health check passes, the plan's log line (if any) appeared,
@@ -245,6 +254,7 @@ impl Launcher<'_> {
                             .unwrap_or_else(|| "default".into()),
                     };
                     let target = Target {
+                        cache_prompt: None,
                         base: base.to_string(),
                         api: config.api,
                         model,
@@ -319,15 +329,31 @@ impl Launcher<'_> {
         command: &str,
     ) -> ServerMeta {
         let model_path = about.model_root.clone();
-        let model_config_sha256 = match &model_path {
-            Some(dir) => {
-                let file = std::path::Path::new(dir).join("config.json");
-                tokio::task::spawn_blocking(move || crate::store::sha256_file(&file).ok())
+        // A model directory's config.json, or a one-file model's head; a
+        // path on a hung mount gives up after 10 s.
+        let (model_config_sha256, model_file_head_sha256) = match model_path.clone() {
+            Some(p) => {
+                let hash = tokio::task::spawn_blocking(move || {
+                    let path = std::path::PathBuf::from(p);
+                    if path.is_file() {
+                        (
+                            None,
+                            crate::store::sha256_head(&path, MODEL_HEAD_BYTES).ok(),
+                        )
+                    } else {
+                        (
+                            crate::store::sha256_file(&path.join("config.json")).ok(),
+                            None,
+                        )
+                    }
+                });
+                tokio::time::timeout(Duration::from_secs(10), hash)
                     .await
                     .ok()
-                    .flatten()
+                    .and_then(Result::ok)
+                    .unwrap_or_default()
             }
-            None => None,
+            None => (None, None),
         };
         let snapshot = self.core.gpu().and_then(|g| g.latest());
         let (mut gpus, mut driver, mut cuda) = (Vec::new(), None, None);
@@ -347,6 +373,7 @@ impl Launcher<'_> {
             model: model.to_string(),
             model_path,
             model_config_sha256,
+            model_file_head_sha256,
             command: command.to_string(),
             host: host_name(),
             gpus,
@@ -356,6 +383,10 @@ impl Launcher<'_> {
         }
     }
 }
+
+/// How much of a one-file model (a GGUF) its hash covers: the header,
+/// metadata and vocabulary, not gigabytes of weights.
+const MODEL_HEAD_BYTES: u64 = 16 << 20;
 
 /// What the config's log file cut since this was last asked, as notices.
 pub(super) fn say_log_cuts(core: &Core, config: &str, server: &Server) {

@@ -14,6 +14,11 @@ pub struct About {
     /// Where it was loaded from (vLLM's `root`).
     pub model_root: Option<String>,
     pub context: Option<u64>,
+    /// Requests it serves at once, each with `context` of its own
+    /// (llama.cpp's slots), when it says.
+    pub slots: Option<u64>,
+    /// Its requests take `cache_prompt` (llama.cpp, known by its slots).
+    pub per_request_cache: bool,
     pub version: Option<String>,
     /// What the server said that cannot be true, in words with its value
     /// (a context of 0 tokens): left unknown, to be said as a notice.
@@ -44,12 +49,12 @@ async fn get_json(client: &reqwest::Client, url: String) -> Option<serde_json::V
     serde_json::from_slice(&bytes).ok()
 }
 
-/// A version or a context at `pointer`: a string or a number, trimmed to a
-/// sane length.
+/// A figure at `pointer`: a string or a number, trimmed to a sane length (a
+/// path's).
 fn text_at(v: &serde_json::Value, pointer: &str) -> Option<String> {
     match v.pointer(pointer)? {
         serde_json::Value::String(s) if !s.trim().is_empty() => {
-            Some(s.trim().chars().take(80).collect())
+            Some(s.trim().chars().take(1024).collect())
         }
         serde_json::Value::Number(n) => Some(n.to_string()),
         _ => None,
@@ -73,7 +78,13 @@ pub async fn about(client: &reqwest::Client, base: &str, preset: &Preset) -> Abo
     }
     let mut pages: Vec<(&str, serde_json::Value)> = Vec::new();
     // Each page once, however many figures it holds.
-    for (path, _) in preset.context.iter().chain(preset.version.iter()) {
+    let wanted = [
+        preset.context,
+        preset.version,
+        preset.model_path,
+        preset.slots,
+    ];
+    for (path, _) in wanted.iter().flat_map(|list| list.iter()) {
         if !pages.iter().any(|(p, _)| p == path) {
             let v = get_json(client, format!("{base}{path}"))
                 .await
@@ -97,7 +108,14 @@ pub async fn about(client: &reqwest::Client, base: &str, preset: &Preset) -> Abo
             out.context = said.and_then(|n| context_of(n, path, &mut out.refused));
         }
     }
-    out.version = find(preset.version).map(|(_, text)| text);
+    out.version = find(preset.version).map(|(_, text)| text.chars().take(80).collect());
+    if out.model_root.is_none() {
+        out.model_root = find(preset.model_path).map(|(_, text)| text);
+    }
+    out.slots = find(preset.slots)
+        .and_then(|(_, n)| n.parse().ok())
+        .filter(|n| (1..=1 << 16).contains(n));
+    out.per_request_cache = out.slots.is_some();
     out
 }
 
@@ -113,8 +131,8 @@ mod tests {
         assert_eq!(text_at(&v, "/e"), None);
         assert_eq!(text_at(&v, "/o"), None);
         assert_eq!(text_at(&v, "/missing"), None);
-        let long = serde_json::json!({"v": "x".repeat(500)});
-        assert_eq!(text_at(&long, "/v").unwrap().len(), 80);
+        let long = serde_json::json!({"v": "x".repeat(5000)});
+        assert_eq!(text_at(&long, "/v").unwrap().len(), 1024);
     }
 
     #[test]

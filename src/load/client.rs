@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 
 use super::conn::{Conn, Pool};
 use super::sse::SseParser;
-use crate::model::{RequestError, RequestRecord};
+use crate::model::{RequestError, RequestRecord, ServerTiming};
 use crate::plan::Api;
 
 /// Where requests go.
@@ -23,6 +23,11 @@ pub struct Target {
     pub base: String,
     pub api: Api,
     pub model: String,
+    /// llama.cpp's per-request `cache_prompt`: `Some(false)` for a cold
+    /// cell on a server that has the switch, so no prompt reuses a slot's
+    /// cached prefix; `None` sends nothing (other servers warn about fields
+    /// they do not know).
+    pub cache_prompt: Option<bool>,
 }
 
 impl Target {
@@ -98,6 +103,9 @@ pub fn request_json(target: &Target, prompt: &str, max_tokens: u32) -> serde_jso
         "stream_options": {"include_usage": true},
         "ignore_eos": true,
     });
+    if let Some(on) = target.cache_prompt {
+        body["cache_prompt"] = on.into();
+    }
     match target.api {
         Api::Completions => body["prompt"] = prompt.into(),
         Api::Chat => {
@@ -342,8 +350,43 @@ struct Chunk<'a> {
     choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
+    #[serde(default)]
+    timings: Option<Timings>,
     #[serde(default, borrow)]
     error: Option<&'a serde_json::value::RawValue>,
+}
+
+/// llama.cpp's own timing of the request (its last chunk). Read as any
+/// JSON value, so a figure of the wrong type is a missing one, not a
+/// malformed stream.
+#[derive(Deserialize)]
+struct Timings {
+    #[serde(default)]
+    prompt_n: serde_json::Value,
+    #[serde(default)]
+    cache_n: serde_json::Value,
+    #[serde(default)]
+    prompt_ms: serde_json::Value,
+    #[serde(default)]
+    predicted_n: serde_json::Value,
+    #[serde(default)]
+    predicted_ms: serde_json::Value,
+}
+
+impl Timings {
+    /// The figures that can be true: counts that are whole and not
+    /// negative, times that are finite and not negative.
+    fn trusted(&self) -> ServerTiming {
+        let count = |v: &serde_json::Value| v.as_u64();
+        let ms = |v: &serde_json::Value| v.as_f64().filter(|x| x.is_finite() && *x >= 0.0);
+        ServerTiming {
+            prompt_n: count(&self.prompt_n),
+            cache_n: count(&self.cache_n),
+            prompt_ms: ms(&self.prompt_ms),
+            predicted_n: count(&self.predicted_n),
+            predicted_ms: ms(&self.predicted_ms),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -430,6 +473,9 @@ pub(super) fn handle_event(
             .push((now, text_len.min(u32::MAX as usize) as u32));
         progress.chunks.fetch_add(1, Ordering::Relaxed);
     }
+    if let Some(t) = &chunk.timings {
+        rec.server = Some(t.trusted());
+    }
     if let Some(u) = chunk.usage {
         if u.prompt_tokens.is_some() {
             rec.prompt_tokens = u.prompt_tokens;
@@ -496,6 +542,32 @@ mod tests {
             }
         }
         (rec, done, err)
+    }
+
+    /// llama.cpp's last chunk (b1-0c1e570, a usage chunk with `timings`):
+    /// its own figures are kept per request, each one that cannot be true
+    /// (a string, a negative time, a count that is not whole) left out, and
+    /// none of that makes the stream malformed.
+    #[test]
+    fn the_servers_own_timings_are_kept_when_they_can_be_true() {
+        let (rec, done, err) = feed(&[
+            r#"{"choices":[{"text":" a","index":0}]}"#,
+            r#"{"choices":[],"usage":{"completion_tokens":32,"prompt_tokens":100,"total_tokens":132},"timings":{"cache_n":0,"prompt_n":100,"prompt_ms":2.663,"prompt_per_token_ms":0.02663,"predicted_n":32,"predicted_ms":11.459,"predicted_per_second":2792.5}}"#,
+            "[DONE]",
+        ]);
+        assert!(done && err.is_none());
+        let t = rec.server.unwrap();
+        assert_eq!(
+            (t.prompt_n, t.cache_n, t.predicted_n),
+            (Some(100), Some(0), Some(32))
+        );
+        assert_eq!((t.prompt_ms, t.predicted_ms), (Some(2.663), Some(11.459)));
+        let (rec, done, err) = feed(&[
+            r#"{"choices":[{"text":" a"}],"timings":{"prompt_n":-3,"cache_n":1.5,"prompt_ms":-1.0,"predicted_n":"32","predicted_ms":null}}"#,
+            "[DONE]",
+        ]);
+        assert!(done && err.is_none(), "{err:?}");
+        assert_eq!(rec.server, Some(ServerTiming::default()));
     }
 
     #[test]
@@ -613,6 +685,7 @@ mod pool_tests {
 
     fn target(port: u16) -> Target {
         Target {
+            cache_prompt: None,
             base: format!("http://127.0.0.1:{port}"),
             api: Api::Completions,
             model: "m".into(),

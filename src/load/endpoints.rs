@@ -60,15 +60,29 @@ async fn post_json(
     serde_json::from_slice(&bytes).map_err(SideError::Json)
 }
 
-/// Measure a text with the server's tokenizer (`POST /tokenize`), if it has one.
+/// How a server's `POST /tokenize` takes its text: vLLM and SGLang as the
+/// request would send it (`prompt`, or `messages` for chat), llama.cpp as
+/// `content` (it answers `{"tokens": []}` to a `prompt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenizeField {
+    Request,
+    Content,
+}
+
+/// Measure a text with the server's tokenizer (`POST /tokenize`), if it has
+/// one. No tokens for a text that is not empty is not a count: an error.
 pub async fn tokenize(
     client: &reqwest::Client,
     target: &Target,
+    field: TokenizeField,
     text: &str,
 ) -> Result<u64, LoadError> {
-    let body = match target.api {
-        crate::plan::Api::Completions => serde_json::json!({"model": target.model, "prompt": text}),
-        crate::plan::Api::Chat => {
+    let body = match (field, target.api) {
+        (TokenizeField::Content, _) => serde_json::json!({"content": text}),
+        (TokenizeField::Request, crate::plan::Api::Completions) => {
+            serde_json::json!({"model": target.model, "prompt": text})
+        }
+        (TokenizeField::Request, crate::plan::Api::Chat) => {
             serde_json::json!({"model": target.model, "messages": [{"role": "user", "content": text}]})
         }
     };
@@ -78,14 +92,19 @@ pub async fn tokenize(
     let v = post_json(client, &url, &body, Duration::from_secs(10))
         .await
         .map_err(LoadError::Tokenize)?;
-    v.get("count")
+    let n = v
+        .get("count")
         .and_then(|c| c.as_u64())
         .or_else(|| {
             v.get("tokens")
                 .and_then(|t| t.as_array())
                 .map(|a| a.len() as u64)
         })
-        .ok_or(LoadError::Tokenize(SideError::NoCount))
+        .ok_or(LoadError::Tokenize(SideError::NoCount))?;
+    if n == 0 && !text.is_empty() {
+        return Err(LoadError::Tokenize(SideError::NoTokens(text.len())));
+    }
+    Ok(n)
 }
 
 /// The prompt tokens the server itself counts for `text` sent as a request

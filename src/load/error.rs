@@ -27,6 +27,15 @@ pub enum LoadError {
         path: PathBuf,
         err: tokenizers::Error,
     },
+    /// A tokenizer whose counts cannot be true of the text it was given
+    /// (fewer tokens than a quarter of its words, or far more than its
+    /// characters): prompts are never grown or cut on such a count.
+    #[error("the tokenizer counts {tokens} tokens for a text of {words} words ({bytes} bytes): not a count to fit prompts with")]
+    Nonsense {
+        words: usize,
+        bytes: usize,
+        tokens: u64,
+    },
     /// A workload's prompt source that cannot be read.
     #[error(transparent)]
     PromptSource(#[from] PromptSourceError),
@@ -59,6 +68,8 @@ pub enum SideError {
     Json(#[source] serde_json::Error),
     #[error("no `count` or `tokens` in the answer")]
     NoCount,
+    #[error("0 tokens for a text of {0} bytes")]
+    NoTokens(usize),
     #[error("no usage.prompt_tokens in the answer")]
     NoUsage,
     #[error("an answer over {} MiB", .0 >> 20)]

@@ -15,7 +15,8 @@
 
 use hdrhistogram::Histogram;
 
-use crate::model::{Metrics, RequestError, RequestRecord};
+use super::prom::ServerFigures;
+use crate::model::{Metrics, RequestError, RequestRecord, ServerTiming};
 
 /// The server's `usage.completion_tokens` for a request, when it can be
 /// true: no fewer than the chunks that carried text (each carries one token
@@ -152,6 +153,12 @@ pub struct CellStats {
     pub usage_mismatch: u64,
     pub usage_example: Option<(u64, u64, u32)>,
     pub errors: Vec<RequestError>,
+    /// The successful request with the most prompt and output tokens
+    /// together (the server's prompt count and the tokens it returned).
+    pub longest: Option<(u64, u64)>,
+    /// The server's own timings of the successful requests that carried
+    /// them (llama.cpp's `timings`).
+    timed: ServerSums,
     ttft: Hist,
     itl: Hist,
     tpot: Hist,
@@ -182,6 +189,8 @@ impl CellStats {
             usage_mismatch: 0,
             usage_example: None,
             errors: Vec::new(),
+            longest: None,
+            timed: ServerSums::default(),
             ttft: Hist::ms(),
             itl: Hist::ms(),
             tpot: Hist::ms(),
@@ -225,7 +234,17 @@ impl CellStats {
                 self.short_examples.push(tokens);
             }
         }
+        if let Some(t) = &r.server {
+            self.timed.add(t);
+        }
         if let Some(p) = r.prompt_tokens {
+            let total = p.saturating_add(tokens);
+            if self
+                .longest
+                .is_none_or(|(lp, lo)| lp.saturating_add(lo) < total)
+            {
+                self.longest = Some((p, tokens));
+            }
             self.prompt_tokens.record(p as f64);
             self.prompt_min = Some(self.prompt_min.map_or(p, |m| m.min(p)));
             self.prompt_max = Some(self.prompt_max.map_or(p, |m| m.max(p)));
@@ -301,6 +320,67 @@ impl CellStats {
     }
 }
 
+/// Sums of the server's own per-request timings, each figure with its own
+/// count (a server may leave one out).
+#[derive(Debug, Clone, Default)]
+struct ServerSums {
+    requests: u64,
+    prompt: (u64, f64),
+    /// Intervals between generated tokens (`predicted_n − 1`) and their time.
+    decode: (u64, f64),
+    e2e: (u64, f64),
+    /// Prompt tokens found in the cache, and evaluated.
+    cache: (u64, u64),
+}
+
+impl ServerSums {
+    fn add(&mut self, t: &ServerTiming) {
+        self.requests += 1;
+        if let Some(ms) = t.prompt_ms {
+            self.prompt = (self.prompt.0 + 1, self.prompt.1 + ms);
+        }
+        if let (Some(n), Some(ms)) = (t.predicted_n, t.predicted_ms) {
+            if n > 1 {
+                self.decode = (self.decode.0.saturating_add(n - 1), self.decode.1 + ms);
+            }
+        }
+        if let (Some(p), Some(d)) = (t.prompt_ms, t.predicted_ms) {
+            self.e2e = (self.e2e.0 + 1, self.e2e.1 + p + d);
+        }
+        if let (Some(hit), Some(evaluated)) = (t.cache_n, t.prompt_n) {
+            self.cache = (
+                self.cache.0.saturating_add(hit),
+                self.cache.1.saturating_add(evaluated),
+            );
+        }
+    }
+}
+
+impl CellStats {
+    /// The server's own figures from the timings its requests carried, or
+    /// `None` when none did: its TTFT (prompt evaluation), the time between
+    /// its generated tokens, its end-to-end time (the two together), and the
+    /// share of prompt tokens it found in its cache.
+    pub fn server_timings(&self) -> Option<ServerFigures> {
+        let t = &self.timed;
+        if t.requests == 0 {
+            return None;
+        }
+        let mean = |(n, sum): (u64, f64)| (n > 0).then(|| sum / n as f64);
+        let (hit, evaluated) = t.cache;
+        let looked_up = hit.saturating_add(evaluated);
+        Some(ServerFigures {
+            requests: Some(t.requests),
+            ttft_ms: mean(t.prompt),
+            itl_ms: mean(t.decode),
+            e2e_ms: mean(t.e2e),
+            queue_ms: None,
+            cache_hit_pct: (looked_up > 0).then(|| hit as f64 / looked_up as f64 * 100.0),
+            accept_len: None,
+        })
+    }
+}
+
 fn same_status(a: &RequestError, b: &RequestError) -> bool {
     match (a, b) {
         (RequestError::Http { status: x, .. }, RequestError::Http { status: y, .. }) => x == y,
@@ -333,6 +413,7 @@ mod tests {
             max_tokens: 4,
             finish_reason: Some("length".into()),
             error: None,
+            server: None,
         }
     }
 

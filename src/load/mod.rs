@@ -75,9 +75,16 @@ impl CellRun {
     /// `/metrics` page (`None`), and when they are of these requests alone
     /// (`Err` says why not).
     pub fn server_figures(&self) -> Option<Result<prom::ServerFigures, prom::NotTheseRequests>> {
-        self.server.as_ref().map(|r| {
+        let counted = self.server.as_ref().map(|r| {
             r.figures()
                 .of_these_requests(self.stats.ok(), self.stats.requests)
-        })
+        });
+        // A server that timed each request itself (llama.cpp) timed exactly
+        // these: its figures come first, whatever its counters say.
+        match (counted, self.stats.server_timings()) {
+            (counted, None) => counted,
+            (Some(Ok(counted)), Some(timed)) => Some(Ok(timed.or(counted))),
+            (Some(Err(_)) | None, Some(timed)) => Some(Ok(timed)),
+        }
     }
 }

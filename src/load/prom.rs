@@ -273,6 +273,19 @@ impl ServerFigures {
         }
     }
 
+    /// These figures, each missing one taken from `other`.
+    pub fn or(self, other: ServerFigures) -> ServerFigures {
+        ServerFigures {
+            requests: self.requests.or(other.requests),
+            ttft_ms: self.ttft_ms.or(other.ttft_ms),
+            itl_ms: self.itl_ms.or(other.itl_ms),
+            e2e_ms: self.e2e_ms.or(other.e2e_ms),
+            queue_ms: self.queue_ms.or(other.queue_ms),
+            cache_hit_pct: self.cache_hit_pct.or(other.cache_hit_pct),
+            accept_len: self.accept_len.or(other.accept_len),
+        }
+    }
+
     /// Put the figures in a cell's metrics.
     pub fn fill(&self, m: &mut Metrics) {
         m.server_requests = self.requests;

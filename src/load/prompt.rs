@@ -114,6 +114,15 @@ fn compose_padded(instruction: &str, n: usize, pad: usize) -> String {
 /// The most marks tried to close the last gap.
 const MAX_PAD: u64 = 8;
 
+/// Whether `tokens` can be a tokenizer's count of a text of `words` words and
+/// `bytes` bytes: a token holds at most about four words' worth of text in
+/// any vocabulary, and at least one byte, give or take the special tokens or
+/// chat template a server adds (at most 512, as [`super::tokenizer`] allows).
+fn plausible(words: usize, bytes: usize, tokens: u64) -> bool {
+    let (words, bytes) = (words as u64, bytes as u64);
+    tokens > 0 && tokens.saturating_mul(4) >= words && tokens <= bytes + 512
+}
+
 /// Find the filler length whose token count, with a request's tag in place,
 /// is the largest not above `target`, using `measure` (the server's
 /// tokenizer). Returns the body (without the tag) and its count.
@@ -127,6 +136,22 @@ where
     F: FnMut(String) -> Fut,
     Fut: std::future::Future<Output = Result<u64, LoadError>>,
 {
+    // Every count is checked before it steers the fit: a tokenizer that
+    // answers 0 or 1 for any text would otherwise grow the prompt without end.
+    let mut measure = |text: String| {
+        let (words, bytes) = (text.split_whitespace().count(), text.len());
+        let counted = measure(text);
+        async move {
+            let tokens = counted.await?;
+            plausible(words, bytes, tokens)
+                .then_some(tokens)
+                .ok_or(LoadError::Nonsense {
+                    words,
+                    bytes,
+                    tokens,
+                })
+        }
+    };
     let with_nonce = |n: usize| tags.apply(0, &compose(instruction, n));
     let base = measure(with_nonce(0)).await?;
     if base >= target {
@@ -220,6 +245,38 @@ mod tests {
         .await
         .unwrap();
         assert!((4999..=5001).contains(&count), "{count}");
+    }
+
+    #[tokio::test]
+    async fn a_tokenizer_that_cannot_count_is_an_error_not_a_reason_to_grow() {
+        // What a llama.cpp /tokenize sent the wrong field answers (no tokens),
+        // a liar that answers 1, and one that answers a fraction of a token
+        // per word: each is refused before the prompt grows past the text
+        // the count was asked of.
+        for (name, per_word) in [("zero", 0.0), ("one", -1.0), ("tenth", 0.1)] {
+            let longest = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let seen = longest.clone();
+            let got = fit("q", 4096, &Tags::default(), move |t: String| {
+                seen.fetch_max(t.len(), std::sync::atomic::Ordering::Relaxed);
+                let words = t.split_whitespace().count() as f64;
+                async move {
+                    Ok(if per_word < 0.0 {
+                        1
+                    } else {
+                        (words * per_word) as u64
+                    })
+                }
+            })
+            .await;
+            let err = got.expect_err(name).to_string();
+            assert!(
+                err.contains("not a count to fit prompts with"),
+                "{name}: {err}"
+            );
+            // 4096 tokens of English are ~20 kB; nothing near that was built.
+            let longest = longest.load(std::sync::atomic::Ordering::Relaxed);
+            assert!(longest < 25_000, "{name}: measured a {longest}-byte text");
+        }
     }
 
     #[test]

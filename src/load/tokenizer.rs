@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::endpoints::{tokenize, usage_prompt_tokens};
+use super::endpoints::{tokenize, usage_prompt_tokens, TokenizeField};
 use super::tags::Tags;
 use super::LoadError;
 
@@ -40,6 +40,8 @@ pub enum Measure {
     Server {
         client: reqwest::Client,
         target: super::Target,
+        /// How its `/tokenize` takes a text.
+        field: TokenizeField,
         /// What the server's own count of a request's prompt
         /// (`usage.prompt_tokens`) adds to `/tokenize`'s: special tokens
         /// (a BOS) or a chat template's, measured once per server.
@@ -64,7 +66,15 @@ impl Measure {
         local: Option<&Path>,
     ) -> (Measure, Option<String>) {
         let probe = Tags::default().apply(0, "Hello, how are you today?");
-        let why = match tokenize(client, target, &probe).await {
+        // The request's own shape first; llama.cpp wants `content`.
+        let mut answer = tokenize(client, target, TokenizeField::Request, &probe).await;
+        let mut field = TokenizeField::Request;
+        if answer.is_err() {
+            if let Ok(n) = tokenize(client, target, TokenizeField::Content, &probe).await {
+                (answer, field) = (Ok(n), TokenizeField::Content);
+            }
+        }
+        let why = match answer {
             Ok(counted) => {
                 let (offset, notice) = match usage_prompt_tokens(client, target, &probe).await {
                     // A sane difference is special tokens or a template; anything
@@ -76,6 +86,7 @@ impl Measure {
                 let server = Measure::Server {
                     client: client.clone(),
                     target: target.clone(),
+                    field,
                     offset,
                 };
                 return (server, notice);
@@ -94,8 +105,9 @@ impl Measure {
             Measure::Server {
                 client,
                 target,
+                field,
                 offset,
-            } => tokenize(client, target, text)
+            } => tokenize(client, target, *field, text)
                 .await
                 .map(|n| n.saturating_add_signed(*offset)),
             Measure::Local(t) => t.count(text),

@@ -49,11 +49,16 @@ pub enum FailureKind {
     /// cell's target by more than the slack (a warning), or went over the
     /// server's own context limit (the failure).
     PromptMismatch,
+    /// A request's prompt and output together went past the server's
+    /// context for one request: a server that goes on by dropping old
+    /// tokens (llama.cpp's context shift) measured a different request than
+    /// the one asked (a warning).
+    ContextShift,
 }
 
 /// One row per kind: (kind, snake_case name, grid badge, human words).
 /// The single source for `as_str`, `parse`, `badge` and `describe`.
-const KIND_TABLE: [(FailureKind, &str, &str, &str); 24] = [
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 25] = [
     (
         FailureKind::CudaIllegalInstruction,
         "cuda_illegal_instruction",
@@ -188,11 +193,17 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 24] = [
         "PROMPT",
         "prompts off their target length",
     ),
+    (
+        FailureKind::ContextShift,
+        "context_shift",
+        "CTX-SHIFT",
+        "requests ran past the context (old tokens dropped)",
+    ),
 ];
 
 impl FailureKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FailureKind; 24] = [
+    pub const ALL: [FailureKind; 25] = [
         FailureKind::CudaIllegalInstruction,
         FailureKind::CudaIllegalAddress,
         FailureKind::CudaOom,
@@ -217,6 +228,7 @@ impl FailureKind {
         FailureKind::Noisy,
         FailureKind::UsageMismatch,
         FailureKind::PromptMismatch,
+        FailureKind::ContextShift,
     ];
 
     fn row(self) -> &'static (FailureKind, &'static str, &'static str, &'static str) {

@@ -46,6 +46,26 @@ pub struct RequestRecord {
     pub max_tokens: u32,
     pub finish_reason: Option<String>,
     pub error: Option<RequestError>,
+    /// The server's own timing of the request, when its stream says it
+    /// (llama.cpp's `timings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerTiming>,
+}
+
+/// One request as the server timed it: llama.cpp's `timings` object in the
+/// stream's last chunk. Each figure is kept only when it can be true (a
+/// finite, non-negative number); a missing or broken one is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerTiming {
+    /// Prompt tokens it evaluated, and those it found in its cache instead.
+    pub prompt_n: Option<u64>,
+    pub cache_n: Option<u64>,
+    /// Evaluating the prompt, to the first token: its TTFT.
+    pub prompt_ms: Option<f64>,
+    /// Tokens generated, and the time generating them took.
+    pub predicted_n: Option<u64>,
+    pub predicted_ms: Option<f64>,
 }
 
 impl RequestRecord {

@@ -18,6 +18,10 @@ pub struct ServerMeta {
     pub model_path: Option<String>,
     /// SHA-256 of `<model_path>/config.json`, when it is a readable file here.
     pub model_config_sha256: Option<String>,
+    /// SHA-256 of the model file's first 16 MiB when the model is one file
+    /// (a GGUF: its header, metadata and vocabulary), readable here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_file_head_sha256: Option<String>,
     /// The launch command, placeholders filled.
     pub command: String,
     pub host: String,
@@ -50,7 +54,10 @@ impl ServerMeta {
             ("server", self.server_label()),
             ("model", self.model.clone()),
             ("model path", or(&self.model_path)),
-            ("config.json sha256", or(&self.model_config_sha256)),
+            match &self.model_file_head_sha256 {
+                Some(h) => ("model file sha256 (first 16 MiB)", h.clone()),
+                None => ("config.json sha256", or(&self.model_config_sha256)),
+            },
             ("command", self.command.clone()),
             ("host", self.host.clone()),
             ("GPUs", gpus),

@@ -72,6 +72,13 @@ fn server_kind(s: &mut String, c: &Config) {
         list(&env),
         p.acceptance
     );
+    if !p.slots.is_empty() {
+        let _ = writeln!(
+            s,
+            "  its context is one slot's: --ctx-size shared by --parallel slots (2048 over 4 = 512 tokens a request); prompts are planned against one slot's, read from {} when ready",
+            paths(p.context)
+        );
+    }
 }
 
 /// A phase: its configs (cells, GPUs, command) and those `exclude` took out.

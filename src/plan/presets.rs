@@ -33,6 +33,13 @@ pub struct Preset {
     /// Where the server says its context length: (GET path, JSON pointer),
     /// after `/v1/models`' `max_model_len`.
     pub context: &'static [(&'static str, &'static str)],
+    /// Where it says the file it loaded the model from, when `/v1/models`
+    /// has no `root`: (GET path, JSON pointer).
+    pub model_path: &'static [(&'static str, &'static str)],
+    /// Where it says how many requests it serves at once, each with its own
+    /// share of the context (llama.cpp's slots), when the context above is
+    /// one slot's: (GET path, JSON pointer).
+    pub slots: &'static [(&'static str, &'static str)],
     /// Where speculative decoding's acceptance length comes from, in words.
     pub acceptance: &'static str,
 }
@@ -43,11 +50,14 @@ const PRESETS: [Preset; 5] = [
         ready_log_line: None,
         env: &[],
         flush: &["/reset_prefix_cache", "/flush_cache"],
-        version: &[("/version", "/version")],
+        version: &[("/version", "/version"), ("/props", "/build_info")],
         context: &[
             ("/get_model_info", "/max_context_length"),
             ("/get_model_info", "/context_length"),
+            ("/props", "/default_generation_settings/n_ctx"),
         ],
+        model_path: &[("/props", "/model_path")],
+        slots: &[("/props", "/total_slots")],
         acceptance: "any of vLLM's counters, SGLang's log lines or gauge",
     },
     Preset {
@@ -58,6 +68,8 @@ const PRESETS: [Preset; 5] = [
         flush: &["/reset_prefix_cache"],
         version: &[("/version", "/version")],
         context: &[],
+        model_path: &[],
+        slots: &[],
         acceptance: "vllm:spec_decode_* counters over the cell, else its SpecDecoding log lines",
     },
     Preset {
@@ -70,15 +82,23 @@ const PRESETS: [Preset; 5] = [
             ("/get_model_info", "/max_context_length"),
             ("/get_model_info", "/context_length"),
         ],
+        model_path: &[],
+        slots: &[],
         acceptance: "`accept len` of its decode log lines, else sglang:spec_accept_length",
     },
     Preset {
         kind: ServerKind::Llamacpp,
-        ready_log_line: Some("server is listening on"),
+        // "llama_server: listening on http://…" (2026), "server is listening
+        // on http://…" (2024–25): printed once the model is loaded.
+        ready_log_line: Some("listening on"),
         env: &[],
         flush: &[],
         version: &[("/props", "/build_info")],
+        // One slot's context (`--ctx-size / --parallel` unless the KV cache
+        // is unified): what a single request can use.
         context: &[("/props", "/default_generation_settings/n_ctx")],
+        model_path: &[("/props", "/model_path")],
+        slots: &[("/props", "/total_slots")],
         acceptance: "its `draft acceptance` log lines",
     },
     Preset {
@@ -88,6 +108,8 @@ const PRESETS: [Preset; 5] = [
         flush: &[],
         version: &[("/info", "/version")],
         context: &[("/info", "/max_total_tokens")],
+        model_path: &[],
+        slots: &[],
         acceptance: "none (TGI exports no acceptance figure)",
     },
 ];

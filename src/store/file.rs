@@ -60,10 +60,17 @@ pub(super) fn read_lines<T: serde::de::DeserializeOwned>(path: &Path) -> impl It
 
 /// The SHA-256 of a file, in hex (what `sha256sum` prints).
 pub fn sha256_file(path: &Path) -> io::Result<String> {
+    sha256_head(path, u64::MAX)
+}
+
+/// SHA-256 of a regular file's first `limit` bytes (a GGUF's header and
+/// metadata sit at its start): never reads a FIFO or a device.
+pub fn sha256_head(path: &Path, limit: u64) -> io::Result<String> {
+    use io::Read;
     use sha2::Digest;
     let mut hasher = sha2::Sha256::new();
-    let mut file = File::open(path)?;
-    io::copy(&mut file, &mut hasher)?;
+    let file = super::shared::open_regular(path)?;
+    io::copy(&mut file.take(limit), &mut hasher)?;
     Ok(hasher
         .finalize()
         .iter()

@@ -147,6 +147,7 @@ mod tests {
             max_tokens: 64,
             finish_reason: Some("length".into()),
             error: None,
+            server: None,
         }
     }
 

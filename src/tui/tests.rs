@@ -121,6 +121,7 @@ impl Story {
                 model: "Qwen3.6-27B-sim".into(),
                 model_path: Some("/dev/shm/Qwen3.6-27B".into()),
                 model_config_sha256: Some("9f2c…e41a".into()),
+                model_file_head_sha256: None,
                 command: "sweeptop sim-server --flavor sglang --port 40001".into(),
                 host: "gpu-node-7".into(),
                 gpus: vec!["0: NVIDIA H200".into()],

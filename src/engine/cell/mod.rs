@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::detect::{self, ServerHealth};
 use crate::load::prom::ServerFigures;
-use crate::load::{self, CellLoad, CellRun};
+use crate::load::{self, CellLoad, CellRun, Target};
 use crate::model::{Failure, FailureKind, FailureSource, Level, Metrics, RequestRecord, Spread};
 use crate::plan::ShortRequests;
 pub(crate) use host::{About, GpuFigures, Host};
@@ -167,9 +167,13 @@ async fn measure<H: Host>(
                 w.write(r);
             }
         };
+        let target = Target {
+            cache_prompt: (spec.cold() && session.per_request_cache).then_some(false),
+            ..session.target.clone()
+        };
         let requests = load::run_cell(
             pool,
-            &session.target,
+            &target,
             load,
             &session.seq,
             &mut sink,
@@ -198,7 +202,11 @@ async fn measure<H: Host>(
     let logged = host.logged_acceptance();
     metrics.accept_len = acceptance_length(host, logged, &run, counted.as_ref());
     let health = ServerHealth { died: host.died() };
-    let checks = spec.checks(session.context_limit, session.prompt_target(spec).ok());
+    let checks = spec.checks(
+        session.context_limit,
+        session.server_context,
+        session.prompt_target(spec).ok(),
+    );
     let measured = detect::Measured {
         metrics: &metrics,
         errors: &run.stats.errors,
@@ -207,6 +215,7 @@ async fn measure<H: Host>(
             idle,
             in_flight: run.in_flight,
         }),
+        longest: run.stats.longest,
         usage_mismatch: run.stats.usage_example.map(|(said, streamed, max_tokens)| {
             detect::UsageMismatch {
                 requests: run.stats.usage_mismatch,

@@ -28,6 +28,13 @@ pub(crate) struct Session {
     pub target: Target,
     /// The context its prompts must fit (the plan's, else the server's own).
     pub context_limit: Option<u64>,
+    /// The context for one request as the server itself says (what a
+    /// prompt, or a prompt and its output, can never exceed and be true);
+    /// the plan's limit may be lower.
+    pub server_context: Option<u64>,
+    /// It takes `cache_prompt` per request (llama.cpp): cold cells send
+    /// `false`.
+    pub per_request_cache: bool,
     /// For the server's side endpoints (tokenize, metrics, cache flush).
     pub(crate) http: reqwest::Client,
     /// Numbers the requests' tags, across every server of a run, so no two
@@ -62,6 +69,8 @@ impl Session {
         Session {
             target,
             context_limit,
+            server_context: context_limit,
+            per_request_cache: false,
             http,
             seq,
             flush_paths,
@@ -214,7 +223,13 @@ impl Session {
                     }
                 }
                 self.flush = Some(found);
-                if found.is_none() {
+                if found.is_none() && self.per_request_cache {
+                    host.notice(
+                        Level::Info,
+                        About::Server,
+                        "the server has no cache flush endpoint; it takes cache_prompt per request (llama.cpp): cold cells send cache_prompt: false, and its own count of cached prompt tokens (timings.cache_n) shows whether that held".into(),
+                    );
+                } else if found.is_none() {
                     host.notice(
                         Level::Info,
                         About::Server,
@@ -229,7 +244,11 @@ impl Session {
     /// `/metrics` has them and they are of these requests alone; a notice
     /// says why not (once per server for a missing page).
     pub(super) fn figures(&mut self, host: &mut impl Host, run: &CellRun) -> Option<ServerFigures> {
-        let Some(readings) = &run.server else {
+        let timed = run.stats.server_timings().is_some();
+        // A server that times its requests itself has its own figures: a
+        // cell with none (its requests refused) is no reason for a notice.
+        self.said_no_metrics |= timed;
+        if run.server.is_none() && !timed {
             if !self.said_no_metrics {
                 self.said_no_metrics = true;
                 host.notice(
@@ -239,8 +258,9 @@ impl Session {
                 );
             }
             return None;
-        };
-        if !readings.after.knows_latency() && !self.said_no_metrics {
+        }
+        let knows = run.server.as_ref().is_some_and(|r| r.after.knows_latency());
+        if !knows && !timed && !self.said_no_metrics {
             self.said_no_metrics = true;
             host.notice(
                 Level::Info,

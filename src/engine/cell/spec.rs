@@ -65,6 +65,7 @@ impl<'a> CellSpec<'a> {
     pub(super) fn checks(
         &self,
         context_limit: Option<u64>,
+        server_context: Option<u64>,
         prompt_target: Option<u64>,
     ) -> detect::Checks {
         let limits = self.limits;
@@ -73,6 +74,7 @@ impl<'a> CellSpec<'a> {
             max_error_rate: limits.max_error_rate,
             fail_short: limits.short_requests == ShortRequests::Fail,
             context_limit,
+            server_context,
             max_ttft_gap_ms: limits.max_ttft_gap_ms,
             max_cold_cache_hit_pct: self.cold().then_some(limits.max_cold_cache_hit_pct),
             prompt_target,

@@ -119,6 +119,7 @@ fn shown_meta(meta: &ServerMeta) -> ServerMeta {
         model: d(&meta.model),
         model_path: o(&meta.model_path),
         model_config_sha256: o(&meta.model_config_sha256),
+        model_file_head_sha256: o(&meta.model_file_head_sha256),
         command: d(&meta.command),
         host: d(&meta.host),
         gpus: meta.gpus.iter().map(d).collect(),
