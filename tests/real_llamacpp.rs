@@ -257,7 +257,8 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let base = format!("http://127.0.0.1:{port}");
+        // Stopped when dropped, a failed start included.
+        let started = Server(child, format!("http://127.0.0.1:{port}"));
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {
             let ok = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok_and(|mut s| {
@@ -270,7 +271,7 @@ impl Server {
                 s.read_exact(&mut head).is_ok() && head.ends_with(b"200")
             });
             if ok {
-                return Server(child, base);
+                return started;
             }
             assert!(
                 std::time::Instant::now() < deadline,
