@@ -124,7 +124,10 @@ fn serve_one(stream: TcpStream, seen: &Seen) -> std::io::Result<()> {
                 out,
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
             )?;
+            // A token a millisecond, as a stream is produced (chunks sent
+            // back to back would be read as one burst: `client_starved`).
             for _ in 0..n {
+                std::thread::sleep(Duration::from_millis(1));
                 write!(
                     out,
                     "data: {{\"choices\":[{{\"index\":0,\"text\":\" a\"}}]}}\n\n"

@@ -78,12 +78,16 @@ fn serve_one(stream: TcpStream, finished: &AtomicU64, lie: Lie) -> std::io::Resu
                 out,
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
             )?;
-            for _ in 0..8 {
-                write!(
-                    out,
-                    "data: {{\"choices\":[{{\"index\":0,\"text\":\" a\"}}]}}\n\n"
-                )?;
-                out.flush()?;
+            let chunk = "data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n";
+            if lie.burst {
+                // The whole answer in one write: it arrives, and is read, at
+                // one moment.
+                out.write_all(chunk.repeat(8).as_bytes())?;
+            } else {
+                for _ in 0..8 {
+                    out.write_all(chunk.as_bytes())?;
+                    out.flush()?;
+                }
             }
             // Usage as the prompt was sent: a word a token (the test's
             // prompt is built from the /tokenize-less estimate).
@@ -117,6 +121,8 @@ struct Lie {
     completion_tokens: u64,
     /// Keep each stream open for [`LINGER`] after `[DONE]`.
     linger: bool,
+    /// Send every chunk of an answer in one write.
+    burst: bool,
 }
 
 /// How long a lingering server keeps a stream open after `[DONE]`: far
@@ -127,6 +133,7 @@ const HONEST: Lie = Lie {
     context: 4096,
     completion_tokens: 8,
     linger: false,
+    burst: false,
 };
 
 /// The lying server on a free port, saying its context is `context` tokens.
@@ -242,4 +249,36 @@ fn a_stream_kept_open_after_done_costs_no_time_and_is_said() {
         "the cell waited for a lingering stream: {wall} s"
     );
     assert!(stderr.contains("stream(s) open after [DONE]"), "{stderr}");
+}
+
+/// Chunks that arrive in one burst (here a server that writes its whole
+/// answer at once; on a loaded machine a client that fell behind) are no
+/// decode rate: the cell says `client_starved` and records no decode rate,
+/// ITL or TPOT, where a per-request rate of millions of tokens a second
+/// was recorded before.
+#[test]
+fn chunks_read_in_one_burst_are_no_decode_rate() {
+    let (m, stderr) = loadtest(liar_with(Lie {
+        burst: true,
+        ..HONEST
+    }));
+    assert_eq!(m["failed_requests"], 0, "{m}\n{stderr}");
+    assert_eq!(m["output_tokens"], 32, "{m}");
+    assert!(m["decode_tok_s_mean"].is_null(), "{m}");
+    assert!(m["decode_tok_s_p50"].is_null(), "{m}");
+    assert!(m["itl_ms_p50"].is_null(), "{m}");
+    // (The liar's prompts, counted a word a token, are off their target too.)
+    let starved = m["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "client_starved")
+        .unwrap_or_else(|| panic!("{m}"));
+    let said = starved["message"].as_str().unwrap();
+    assert!(
+        said.starts_with(
+            "4 of 4 requests arrived faster than a stream can be produced (8 tokens within"
+        ),
+        "{said}"
+    );
 }

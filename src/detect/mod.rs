@@ -44,7 +44,7 @@ pub use log::{classify_line, LineClass, LogPatterns, LogWatch, EVIDENCE_CONTEXT,
 pub use text::{clean_line, strip_ansi};
 pub use validate::{
     cache_hit, clock_gap, looks_like_server_gone, request_failure, short_output, validate,
-    warnings, zero_tokens, Checks, Measured, ServerHealth, Stall, UsageMismatch,
+    warnings, zero_tokens, Checks, Measured, ServerHealth, Stall, Starved, UsageMismatch,
 };
 
 /// What `sweeptop classify` reports for a piece of text.

@@ -28,6 +28,18 @@ pub struct Measured<'a> {
     /// The successful request with the most prompt + output tokens: its
     /// (prompt, output) as the server counted them.
     pub longest: Option<(u64, u64)>,
+    /// Requests whose chunks arrived faster than a stream can be produced.
+    pub starved: Option<Starved>,
+}
+
+/// Requests a busy client read in bursts ([`crate::load::metrics::collapsed`]):
+/// how many, and the first one's tokens and first-to-last chunk time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Starved {
+    pub requests: u64,
+    pub ok_requests: u64,
+    pub tokens: u64,
+    pub span_ns: u64,
 }
 
 /// Requests whose `usage.completion_tokens` could not be true (over their
@@ -152,6 +164,7 @@ fn read_with(short: Option<Failure>, measured: &Measured, checks: &Checks) -> Ve
         .map(usage_mismatch)
         .into_iter()
         .chain(prompt_mismatch(metrics, checks))
+        .chain(measured.starved.map(client_starved))
         .chain(context_shift(measured, checks))
         .chain(short)
         .chain(clock_gap(metrics, checks.max_ttft_gap_ms))
@@ -315,6 +328,28 @@ fn prompt_over_context(metrics: &Metrics, checks: &Checks) -> Option<Failure> {
     })
 }
 
+/// Requests read in bursts: their decode rate, ITL and TPOT are left out of
+/// the cell's figures, and said with the first one's numbers.
+fn client_starved(s: Starved) -> Failure {
+    let ms = s.span_ns as f64 / 1e6;
+    let rate = if s.span_ns > 0 {
+        format!(
+            "{} tok/s",
+            thousands((s.tokens.saturating_sub(1) as f64 / (s.span_ns as f64 / 1e9)) as u64)
+        )
+    } else {
+        "all at once".to_string()
+    };
+    Failure::new(
+        FailureKind::ClientStarved,
+        FailureSource::Client,
+        format!(
+            "{} of {} requests arrived faster than a stream can be produced ({} tokens within {ms:.2} ms, {rate}): the client fell behind and read them in bursts, so their decode rate, ITL and TPOT are left out (their TTFT and E2E are upper bounds)",
+            s.requests, s.ok_requests, s.tokens
+        ),
+    )
+}
+
 /// A request that held more prompt and output tokens than the server's
 /// context for one request: only a server that dropped old tokens to go on
 /// (llama.cpp's `--context-shift`) can return it, and what it timed is not
@@ -413,6 +448,7 @@ mod tests {
             stall: None,
             usage_mismatch: None,
             longest: run.stats.longest,
+            starved: None,
         }
     }
 
@@ -563,6 +599,30 @@ mod tests {
         assert_eq!(f.context.and_then(|c| c.prompt_tokens), Some(1_805_926));
         assert_eq!(prompt_slack(128), 8);
         assert_eq!(prompt_slack(32_768), 327);
+    }
+
+    /// Requests read in bursts: a warning that says how many and the first
+    /// one's numbers, after the usage and prompt checks.
+    #[test]
+    fn requests_read_in_bursts_are_a_client_starved_warning() {
+        let run = run_of(&[rec(8, 8, None)]);
+        let m = run.stats.metrics(run.wall_ns);
+        let measured = Measured {
+            starved: Some(Starved {
+                requests: 3,
+                ok_requests: 16,
+                tokens: 16,
+                span_ns: 60_000,
+            }),
+            ..measured(&run, &m)
+        };
+        let w = validate(&measured, &ServerHealth { died: None }, &checks(None)).unwrap();
+        assert_eq!(w[0].kind, FailureKind::ClientStarved);
+        assert!(
+            w[0].message.starts_with("3 of 16 requests arrived faster than a stream can be produced (16 tokens within 0.06 ms, 250,000 tok/s)"),
+            "{}",
+            w[0].message
+        );
     }
 
     /// A request longer than the server's context for one request can only

@@ -185,6 +185,10 @@ fn every_metric(s: &mut String, ordered: &[&CellRecord]) {
         let status = CellView::of_record(r, ValueMode::default(), None, false);
         let status = match &status {
             CellView::Value { .. } => r.status.as_str().to_string(),
+            // The value is in its own column: the mark says what it is read with.
+            CellView::Flagged {
+                mark, badge, value, ..
+            } if *mark == format!("{value} {badge}") => format!("ok, {}", badge.to_lowercase()),
             CellView::Flagged { mark, badge, .. } => {
                 format!("ok, {} {mark}", badge.to_lowercase())
             }

@@ -54,11 +54,15 @@ pub enum FailureKind {
     /// tokens (llama.cpp's context shift) measured a different request than
     /// the one asked (a warning).
     ContextShift,
+    /// Requests whose text chunks arrived faster than a stream can be
+    /// produced: a busy client read them together, so their per-request
+    /// rates are not measurements and are left out (a warning).
+    ClientStarved,
 }
 
 /// One row per kind: (kind, snake_case name, grid badge, human words).
 /// The single source for `as_str`, `parse`, `badge` and `describe`.
-const KIND_TABLE: [(FailureKind, &str, &str, &str); 25] = [
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 26] = [
     (
         FailureKind::CudaIllegalInstruction,
         "cuda_illegal_instruction",
@@ -199,11 +203,17 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 25] = [
         "CTX-SHIFT",
         "requests ran past the context (old tokens dropped)",
     ),
+    (
+        FailureKind::ClientStarved,
+        "client_starved",
+        "STARVED",
+        "the client read streams in bursts (rates left out)",
+    ),
 ];
 
 impl FailureKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FailureKind; 25] = [
+    pub const ALL: [FailureKind; 26] = [
         FailureKind::CudaIllegalInstruction,
         FailureKind::CudaIllegalAddress,
         FailureKind::CudaOom,
@@ -229,6 +239,7 @@ impl FailureKind {
         FailureKind::UsageMismatch,
         FailureKind::PromptMismatch,
         FailureKind::ContextShift,
+        FailureKind::ClientStarved,
     ];
 
     fn row(self) -> &'static (FailureKind, &'static str, &'static str, &'static str) {

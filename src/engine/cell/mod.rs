@@ -216,6 +216,15 @@ async fn measure<H: Host>(
             in_flight: run.in_flight,
         }),
         longest: run.stats.longest,
+        starved: run
+            .stats
+            .starved_example
+            .map(|(tokens, span_ns)| detect::Starved {
+                requests: run.stats.starved,
+                ok_requests: run.stats.ok(),
+                tokens,
+                span_ns,
+            }),
         usage_mismatch: run.stats.usage_example.map(|(said, streamed, max_tokens)| {
             detect::UsageMismatch {
                 requests: run.stats.usage_mismatch,

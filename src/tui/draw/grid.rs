@@ -299,11 +299,12 @@ fn cell_text(app: &App, config: usize, col: usize, width: usize) -> (String, Sty
                 .unwrap_or(badge);
             (text, if crash { t.failed } else { t.failed_other })
         }
-        // The warning wins over the value: got/asked when it fits, else SHORT.
-        CellView::Flagged { mark, badge, .. } => {
-            let fits = mark.chars().count() <= width;
-            (if fits { mark } else { badge }, t.warning)
-        }
+        // Short outputs: got/asked when it fits, else SHORT (the value is
+        // not of the output asked). Other warnings: the value with its mark
+        // (`812.4 GAP`), else the value starred, in the warning colour.
+        CellView::Flagged {
+            mark, badge, value, ..
+        } => (flagged(mark, badge, &value, width), t.warning),
         CellView::Value { text, tone } => (
             text,
             match tone {
@@ -314,6 +315,18 @@ fn cell_text(app: &App, config: usize, col: usize, width: usize) -> (String, Sty
             },
         ),
     }
+}
+
+/// A flagged cell in `width` columns: its mark when it fits; the value
+/// starred when the mark is the value's (`812.4 GAP` → `812.4*`); else the
+/// badge.
+fn flagged(mark: String, badge: String, value: &str, width: usize) -> String {
+    let starred = (mark == format!("{value} {badge}")).then(|| format!("{value}*"));
+    [Some(mark), starred]
+        .into_iter()
+        .flatten()
+        .find(|s| s.chars().count() <= width)
+        .unwrap_or(badge)
 }
 
 /// The cursor over a cell: the theme's `selected` style, except on a cell
@@ -335,6 +348,18 @@ fn selected(style: Style, cursor: Style) -> Style {
 mod tests {
     use super::*;
     use crate::tui::theme::Theme;
+
+    #[test]
+    fn a_flagged_value_stays_in_a_narrow_column() {
+        let gap = |w| flagged("812.4 GAP".into(), "GAP".into(), "812.4", w);
+        assert_eq!(gap(10), "812.4 GAP");
+        assert_eq!(gap(8), "812.4*");
+        assert_eq!(gap(4), "GAP");
+        // A short cell's value is not of the output asked: got/asked or SHORT.
+        let short = |w| flagged("100/128".into(), "SHORT".into(), "66.7", w);
+        assert_eq!(short(8), "100/128");
+        assert_eq!(short(6), "SHORT");
+    }
 
     #[test]
     fn the_cursor_shows_on_a_failed_cell_in_mono() {

@@ -87,14 +87,16 @@ impl CellView {
                             }
                             // The median still shows, marked as noisy.
                             (FailureKind::Noisy, _) => format!("~{text}"),
-                            _ => w.kind.badge().to_string(),
+                            // The value with its mark, never the mark alone.
+                            _ => format!("{text} {}", w.kind.badge()),
                         };
                         let words = match (w.kind, r.spread) {
                             (FailureKind::ShortOutput, _) => format!("short {mark}"),
                             (FailureKind::Noisy, Some(sp)) => {
                                 format!("noisy ±{:.0}%", sp.spread_pct / 2.0)
                             }
-                            _ => mark.clone(),
+                            (FailureKind::Noisy, None) => mark.clone(),
+                            _ => w.kind.badge().to_string(),
                         };
                         CellView::Flagged {
                             label: format!("{text} {words}"),
@@ -428,6 +430,29 @@ mod tests {
                 mark: "~66.7".into(),
                 badge: "NOISY".into(),
                 label: "66.7 noisy ±8%".into(),
+            }
+        );
+    }
+
+    /// A cell just over a warning's threshold keeps its value, with the
+    /// mark beside it (or a star where the column is narrow), never the mark
+    /// alone.
+    #[test]
+    fn a_flagged_cell_shows_its_value_with_the_mark() {
+        let mut r = crate::model::sample_record("c/w-ctx1-c1", Status::Ok, "");
+        r.warnings = vec![crate::model::Failure::new(
+            FailureKind::ClockGap,
+            crate::model::FailureSource::Client,
+            "mean TTFT 40.0 ms here, 14.9 ms by the server's own clock",
+        )];
+        let cv = CellView::of_record(&r, ValueMode::default(), None, false);
+        assert_eq!(
+            cv,
+            CellView::Flagged {
+                value: "66.7".into(),
+                mark: "66.7 GAP".into(),
+                badge: "GAP".into(),
+                label: "66.7 GAP".into(),
             }
         );
     }
