@@ -43,8 +43,9 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
             assert!(m["output_tokens"].as_u64().unwrap() > 0, "{r}");
             assert!(m["output_tok_s"].as_f64().unwrap() > 0.0, "{r}");
             assert!(m["ttft_ms_p50"].as_f64().unwrap() > 0.0, "{r}");
-            // GPU figures come from samples taken while the cell ran (a cell
-            // shorter than the 1 s sampling interval may have none: null).
+            // GPU figures come from the samples of the measured requests'
+            // window (most demo cells measure for less than the 1 s sampling
+            // interval and have none: null, never another moment's).
             if let Some(peak) = m["gpu_mem_peak_mib"].as_u64() {
                 assert!(peak > 0, "{r}");
                 assert!(m["gpu_util_mean"].as_f64().is_some(), "{r}");
@@ -55,10 +56,7 @@ fn demo_records_ok_crashed_and_overflowed_cells_and_exports_them() {
         }
     }
     assert!(ok >= 30, "expected most cells ok, got {ok}");
-    assert!(
-        with_gpu * 2 >= ok,
-        "only {with_gpu} of {ok} ok cells have GPU figures"
-    );
+    assert!(with_gpu >= 1, "no ok cell has GPU figures");
     // DDTree budgets 8 and 12 crash: every one of their cells is failed with the cause.
     for config in ["tp1-ddtree-b8", "tp1-ddtree-b12"] {
         let rs: Vec<_> = results.iter().filter(|r| r["config"] == config).collect();

@@ -176,7 +176,7 @@ impl Host for Lone {
 
     fn measuring(&mut self) {}
 
-    fn measured(&mut self) -> Option<GpuFigures> {
+    fn measured(&mut self, _windows: &[(u64, u64)]) -> Option<GpuFigures> {
         None
     }
 }

@@ -504,6 +504,7 @@ mod tests {
         CellRun {
             stats,
             wall_ns: 1_000_000_000,
+            started_ms: 0,
             stalled_for: None,
             in_flight: 0,
             server: None,

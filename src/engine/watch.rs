@@ -179,10 +179,10 @@ impl Host for Watch<'_> {
         }
     }
 
-    fn measured(&mut self) -> Option<GpuFigures> {
+    fn measured(&mut self, windows: &[(u64, u64)]) -> Option<GpuFigures> {
         self.core
             .gpu()
-            .map(|g| g.end_cell(&self.cell.id, self.server.pgid))
+            .map(|g| g.end_cell(&self.cell.id, self.server.pgid, windows))
     }
 }
 

@@ -3,6 +3,18 @@
 
 use super::GpuSnapshot;
 
+/// One snapshot's figures for a cell's GPUs, kept with its time so the
+/// cell's figures can be taken over the window its requests were measured in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplePoint {
+    /// When it was sampled (Unix ms): the GPU's figures over the interval
+    /// before.
+    pub at_ms: u64,
+    mem_peak_mib: Option<u64>,
+    util_sum: f64,
+    util_count: u64,
+}
+
 /// Folds snapshots over a cell's time window for the config's GPUs.
 ///
 /// - `gpu_mem_peak_mib`: the highest used MiB of any one of those GPUs in any sample.
@@ -47,6 +59,20 @@ impl CellGpuAgg {
     }
 
     pub fn add(&mut self, snap: &GpuSnapshot) {
+        if let Some(p) = self.point(snap) {
+            self.add_point(&p);
+        }
+    }
+
+    /// One snapshot's figures for these GPUs, with its time; `None` when it
+    /// carried none for them.
+    pub fn point(&self, snap: &GpuSnapshot) -> Option<SamplePoint> {
+        let mut p = SamplePoint {
+            at_ms: snap.at_ms,
+            mem_peak_mib: None,
+            util_sum: 0.0,
+            util_count: 0,
+        };
         let mut had_data = false;
         for gpu in &snap.gpus {
             if let Some(set) = &self.gpus {
@@ -55,18 +81,25 @@ impl CellGpuAgg {
                 }
             }
             if let Some(used) = gpu.mem_used_mib {
-                self.mem_peak_mib = Some(self.mem_peak_mib.map_or(used, |peak| peak.max(used)));
+                p.mem_peak_mib = Some(p.mem_peak_mib.map_or(used, |peak| peak.max(used)));
                 had_data = true;
             }
             if let Some(util) = gpu.util_pct {
-                self.util_sum += f64::from(util);
-                self.util_count += 1;
+                p.util_sum += f64::from(util);
+                p.util_count += 1;
                 had_data = true;
             }
         }
-        if had_data {
-            self.samples += 1;
+        had_data.then_some(p)
+    }
+
+    pub fn add_point(&mut self, p: &SamplePoint) {
+        if let Some(used) = p.mem_peak_mib {
+            self.mem_peak_mib = Some(self.mem_peak_mib.map_or(used, |peak| peak.max(used)));
         }
+        self.util_sum += p.util_sum;
+        self.util_count += p.util_count;
+        self.samples += 1;
     }
 
     /// Snapshots that carried any data for the selected GPUs.

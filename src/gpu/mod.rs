@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use crate::model::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
 
-pub use agg::CellGpuAgg;
+pub use agg::{CellGpuAgg, SamplePoint};
 pub use preflight::{foreign_processes, own_leftovers};
 pub use sampler::{sample_once, spawn_sampler, Sampler, MIN_INTERVAL};
 pub use sim::SimGpus;

@@ -8,15 +8,42 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
-use super::{spawn_sampler, CellGpuAgg, GpuSnapshot, GpuSource, Sampler, SimGpus};
+use super::{spawn_sampler, CellGpuAgg, GpuSnapshot, GpuSource, SamplePoint, Sampler, SimGpus};
 use crate::model::{Event, Timestamp};
 
 struct Shared {
     latest: Option<GpuSnapshot>,
     /// The running cells (several when configs run side by side), each
     /// folding the samples of its own GPUs.
-    cells: HashMap<String, CellGpuAgg>,
+    cells: HashMap<String, CellSamples>,
 }
+
+/// A running cell's samples of its GPUs: each kept with its time (a few
+/// dozen bytes a sample), so its figures can be taken over the windows its
+/// requests were measured in.
+struct CellSamples {
+    /// Which GPUs, and everything folded (the figures when no window is
+    /// known).
+    all: CellGpuAgg,
+    points: Vec<SamplePoint>,
+}
+
+/// The samples whose interval's middle (`half` ms before each) falls in one
+/// of `windows`.
+fn over_windows(points: &[SamplePoint], windows: &[(u64, u64)], half: u64) -> CellGpuAgg {
+    let mut agg = CellGpuAgg::new(None);
+    for p in points {
+        let middle = p.at_ms.saturating_sub(half);
+        if windows.iter().any(|&(a, b)| (a..=b).contains(&middle)) {
+            agg.add_point(p);
+        }
+    }
+    agg
+}
+
+/// The most samples a cell keeps with their times (a day at 500 ms); past
+/// it the cell's figures are over every sample.
+const MOST_POINTS: usize = 172_800;
 
 pub struct Telemetry {
     _sampler: Option<Sampler>,
@@ -67,8 +94,13 @@ impl Telemetry {
         let sink = Box::new(move |snap: GpuSnapshot| {
             keep(&snap);
             if let Ok(mut s) = sink_shared.lock() {
-                for agg in s.cells.values_mut() {
-                    agg.add(&snap);
+                for c in s.cells.values_mut() {
+                    if let Some(p) = c.all.point(&snap) {
+                        c.all.add_point(&p);
+                        if c.points.len() < MOST_POINTS {
+                            c.points.push(p);
+                        }
+                    }
                 }
                 s.latest = Some(snap.clone());
             }
@@ -139,18 +171,39 @@ impl Telemetry {
             sim.busy(pgid, true);
         }
         if let Ok(mut s) = self.shared.lock() {
-            s.cells
-                .insert(cell.to_string(), CellGpuAgg::new(Some(gpus)));
+            s.cells.insert(
+                cell.to_string(),
+                CellSamples {
+                    all: CellGpuAgg::new(Some(gpus)),
+                    points: Vec::new(),
+                },
+            );
         }
     }
 
     /// The cell ended: its peak memory and mean utilisation over the samples
-    /// taken while it ran. A cell shorter than the sampling interval may have
-    /// none: its figures are then null, never borrowed from another moment.
-    pub fn end_cell(&self, cell: &str, pgid: u32) -> (Option<u64>, Option<f64>) {
+    /// of its measured requests' `windows` (Unix ms; none given: every
+    /// sample while it ran). A sample stands for the interval before it, so
+    /// it counts when that interval's middle is in a window. A window
+    /// shorter than the sampling interval may have none: its figures are
+    /// then null, never borrowed from another moment.
+    pub fn end_cell(
+        &self,
+        cell: &str,
+        pgid: u32,
+        windows: &[(u64, u64)],
+    ) -> (Option<u64>, Option<f64>) {
+        let every = self.interval.max(super::MIN_INTERVAL);
+        let half = u64::try_from(every.as_millis() / 2).unwrap_or(0);
         let result = match self.shared.lock() {
             Ok(mut s) => match s.cells.remove(cell) {
-                Some(agg) => (agg.gpu_mem_peak_mib(), agg.gpu_util_mean()),
+                Some(c) if windows.is_empty() || c.points.len() >= MOST_POINTS => {
+                    (c.all.gpu_mem_peak_mib(), c.all.gpu_util_mean())
+                }
+                Some(c) => {
+                    let agg = over_windows(&c.points, windows, half);
+                    (agg.gpu_mem_peak_mib(), agg.gpu_util_mean())
+                }
                 None => (None, None),
             },
             Err(_) => (None, None),
@@ -159,5 +212,45 @@ impl Telemetry {
             sim.busy(pgid, false);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{GpuSample, GpuStatus};
+
+    /// A cell at concurrency 8 as seen on an H200: ~1 s with the GPU idle
+    /// (prompts, warm-up) before its requests ran it at ~89 %. Its figures
+    /// are those of the requests' window, not the cell's (44 % there).
+    #[test]
+    fn gpu_figures_are_over_the_measured_window() {
+        let all = CellGpuAgg::new(Some(&[0]));
+        let at = |ms: u64, util: u32, mem: u64| {
+            let mut g = GpuSample::unknown(0);
+            (g.util_pct, g.mem_used_mib) = (Some(util), Some(mem));
+            let mut snap = GpuSnapshot::now(GpuStatus::Simulated, vec![g]);
+            snap.at_ms = ms;
+            all.point(&snap).unwrap()
+        };
+        let points = [
+            at(500, 0, 1000),
+            at(1000, 0, 1000),
+            at(1500, 90, 60_000),
+            at(2000, 88, 61_000),
+            at(2500, 89, 61_000),
+            at(3000, 0, 2000),
+        ];
+        // Requests measured from 1,100 to 2,600 ms; samples every 500 ms.
+        let agg = over_windows(&points, &[(1100, 2600)], 250);
+        assert_eq!(agg.samples(), 3);
+        assert_eq!(agg.gpu_util_mean(), Some(89.0));
+        assert_eq!(agg.gpu_mem_peak_mib(), Some(61_000));
+        // Two repetitions: both windows, nothing between them.
+        let agg = over_windows(&points, &[(1100, 1400), (2100, 2400)], 250);
+        assert_eq!(agg.samples(), 2);
+        assert_eq!(agg.gpu_util_mean(), Some(89.5));
+        // A window shorter than the interval, holding no sample's middle.
+        assert_eq!(over_windows(&points, &[(1300, 1350)], 250).samples(), 0);
     }
 }

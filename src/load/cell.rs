@@ -65,6 +65,7 @@ async fn drive(
     let progress = Arc::new(client::Progress::new());
     let first_seq = seq.fetch_add(load.requests as u64, Ordering::Relaxed);
     let start = tokio::time::Instant::now();
+    let started_ms = u64::try_from(crate::model::Timestamp::now().unix_ms()).unwrap_or(0);
     let end = load.duration.map(|d| start + d);
     let mut rng = first_seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next_arrival = start;
@@ -129,13 +130,14 @@ async fn drive(
                 let in_flight = progress.in_flight.load(Ordering::Relaxed);
                 if in_flight > 0 && idle >= load.stall_timeout.as_nanos() as u64 {
                     set.abort_all();
-                    return CellRun { stats, wall_ns: now, stalled_for: Some(Duration::from_nanos(idle)), in_flight, server: None };
+                    return CellRun { stats, wall_ns: now, started_ms, stalled_for: Some(Duration::from_nanos(idle)), in_flight, server: None };
                 }
             }
         }
     }
     CellRun {
         wall_ns: progress.now_ns(),
+        started_ms,
         stats,
         stalled_for: None,
         in_flight: 0,

@@ -60,6 +60,9 @@ pub struct CellLoad {
 pub struct CellRun {
     pub stats: CellStats,
     pub wall_ns: u64,
+    /// When the measured requests began (Unix ms): with `wall_ns`, the
+    /// window the cell's figures are of.
+    pub started_ms: u64,
     /// Requests were in flight and no byte arrived for this long.
     pub stalled_for: Option<Duration>,
     /// How many requests were in flight when the cell ended (a stall's
@@ -71,6 +74,15 @@ pub struct CellRun {
 }
 
 impl CellRun {
+    /// The measured requests' window, in Unix ms: what a GPU sample is
+    /// judged against.
+    pub fn window_ms(&self) -> (u64, u64) {
+        (
+            self.started_ms,
+            self.started_ms.saturating_add(self.wall_ns / 1_000_000),
+        )
+    }
+
     /// The server's own figures over the measured requests, when it has a
     /// `/metrics` page (`None`), and when they are of these requests alone
     /// (`Err` says why not).

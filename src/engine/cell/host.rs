@@ -39,6 +39,7 @@ pub(crate) trait Host {
     fn logged_acceptance(&mut self) -> Vec<f64>;
     /// The measured window opens (GPU figures are kept from here).
     fn measuring(&mut self);
-    /// The measured window closes: the GPUs over it.
-    fn measured(&mut self) -> Option<GpuFigures>;
+    /// The cell is over: the GPUs over its measured requests' `windows`
+    /// (Unix ms, one per repetition; none known: the whole cell).
+    fn measured(&mut self, windows: &[(u64, u64)]) -> Option<GpuFigures>;
 }

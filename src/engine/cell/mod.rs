@@ -95,7 +95,7 @@ pub(crate) async fn run<H: Host>(
         match measure(host, session, spec, &pool, &load, repetition).await {
             Ok(Ok(m)) => kept.push(m),
             Ok(Err((failure, cause, measurement))) => {
-                host.measured();
+                host.measured(&[measurement.run.window_ms()]);
                 return Judged::Failed {
                     failure,
                     cause,
@@ -104,12 +104,15 @@ pub(crate) async fn run<H: Host>(
                 };
             }
             Err(stop) => {
-                host.measured();
+                host.measured(&[]);
                 return Judged::Stopped(stop);
             }
         }
     }
-    let gpu = host.measured();
+    // The GPUs over the measured requests only, as output tok/s: not the
+    // prompts' preparation, the warm-up or the cache flush.
+    let windows: Vec<(u64, u64)> = kept.iter().map(|m| m.run.window_ms()).collect();
+    let gpu = host.measured(&windows);
     let all: Vec<Metrics> = kept.iter().map(|m| m.metrics.clone()).collect();
     let mut best = kept.swap_remove(Spread::median_index(&all));
     if let Some((mem, util)) = gpu {
