@@ -180,6 +180,20 @@ fn loadtest(port: u16, prompt: u32, max_tokens: u32) -> (serde_json::Value, Stri
     (v, stderr, out.status.success())
 }
 
+/// The cell's warning kinds, but `client_starved`: whether a loaded machine
+/// left the client behind a whole 1 ms-a-token stream is not what these
+/// tests are about.
+fn kinds(m: &serde_json::Value) -> Vec<String> {
+    m["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["kind"].as_str())
+        .filter(|k| *k != "client_starved")
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn a_llamacpp_shaped_server_is_measured_exactly_against_one_slot() {
     let (port, seen) = server();
@@ -225,7 +239,7 @@ fn a_llamacpp_shaped_server_is_measured_exactly_against_one_slot() {
     let streamed = seen.streamed.load(Ordering::SeqCst);
     assert_eq!(streamed, 4);
     assert_eq!(seen.uncached.load(Ordering::SeqCst), streamed);
-    assert_eq!(m["warnings"], serde_json::json!([]), "{m}");
+    assert_eq!(kinds(&m), Vec::<String>::new(), "{m}");
 }
 
 #[test]
@@ -245,5 +259,5 @@ fn a_prompt_that_fits_the_model_but_not_a_slot_is_the_servers_400() {
     let (m, _, ok) = loadtest(port, 480, 64);
     assert!(ok, "{m}");
     assert_eq!(m["short_requests"], 4, "{m}");
-    assert_eq!(m["warnings"][0]["kind"], "short_output", "{m}");
+    assert_eq!(kinds(&m), ["short_output"], "{m}");
 }

@@ -15,7 +15,9 @@ fn plan(policy: &str) -> String {
         r#"
 name = "short"
 [server]
-command = "{{sweeptop}} sim-server --flavor vllm --port {{port}} --startup-ms 50 --max-speed --max-model-len 256 --clamp-max-tokens"
+# Paced (a token a millisecond): a stream at machine speed is read in one
+# burst and is rightly `client_starved`, which is not what this tests.
+command = "{{sweeptop}} sim-server --flavor vllm --port {{port}} --startup-ms 50 --ttft-ms 1 --itl-ms 1 --max-model-len 256 --clamp-max-tokens"
 port = "auto"
 stop_grace_s = 1
 [limits]
