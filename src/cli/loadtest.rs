@@ -193,15 +193,13 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
         for why in &about.refused {
             eprintln!("warning: {why}");
         }
-        if let (Some(slots @ 2..), Some(n)) = (about.slots, about.context) {
-            eprintln!("note: the server serves {slots} requests at once, each with {n} tokens of context of its own (one slot's share): prompts are planned against {n}");
+        if let Some(note) = about.slots_note() {
+            eprintln!("note: {note}");
         }
-        let per_request_cache = about.per_request_cache;
-        let (listed, limit) = (about.model, about.context);
         let model = args
             .model
             .clone()
-            .or(listed)
+            .or(about.model.clone())
             .unwrap_or_else(|| "default".into());
         let target = Target {
             cache_prompt: None,
@@ -215,13 +213,13 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
         };
         let mut session = Session::new(
             target.clone(),
-            limit,
+            about.context,
             probe,
             Arc::new(AtomicU64::new(0)),
             preset.flush,
             args.tokenizer.clone(),
-        );
-        session.per_request_cache = per_request_cache;
+        )
+        .knowing(&about);
         let records = match &args.records {
             Some(p) => Some(
                 RequestsWriter::create(p.clone()).map_err(|e| user(format!("--records: {e}")))?,
@@ -258,7 +256,14 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             let p = done.context(|| "cannot finish the request records".into())?;
             eprintln!("request records: {}", p.display());
         }
-        report(&args, &target, limit, measured, &measurement, &lone.notes)
+        report(
+            &args,
+            &target,
+            about.context,
+            measured,
+            &measurement,
+            &lone.notes,
+        )
     })
 }
 

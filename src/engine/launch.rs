@@ -179,10 +179,9 @@ impl Launcher<'_> {
         if context_limit.is_none() {
             core.notice(Level::Warn, format!("{}: the server reports no context limit and the plan sets none; prompts are not clamped", config.id));
         }
-        if let (Some(slots @ 2..), Some(n), ContextLimit::Server) =
-            (about.slots, about.context, &core.plan.limits.context)
+        if let (Some(note), ContextLimit::Server) = (about.slots_note(), &core.plan.limits.context)
         {
-            core.notice(Level::Info, format!("{}: the server serves {slots} requests at once, each with {n} tokens of context of its own (one slot's share): prompts are planned against {n}", config.id));
+            core.notice(Level::Info, format!("{}: {note}", config.id));
         }
         core.emit(Event::ServerReady {
             at: Timestamp::now(),
@@ -193,7 +192,7 @@ impl Launcher<'_> {
             model: model.clone(),
             server: Some(Box::new(meta)),
         });
-        let mut session = Session::new(
+        Session::new(
             Target {
                 cache_prompt: None,
                 base,
@@ -205,10 +204,8 @@ impl Launcher<'_> {
             core.seq.clone(),
             config.kind.preset().flush,
             config.tokenizer.as_ref().map(std::path::PathBuf::from),
-        );
-        session.server_context = about.context;
-        session.per_request_cache = about.per_request_cache;
-        session
+        )
+        .knowing(&about)
     }
 
     /// Ready = the health check passes, the plan's log line (if any) appeared,

@@ -17,8 +17,6 @@ pub struct About {
     /// Requests it serves at once, each with `context` of its own
     /// (llama.cpp's slots), when it says.
     pub slots: Option<u64>,
-    /// Its requests take `cache_prompt` (llama.cpp, known by its slots).
-    pub per_request_cache: bool,
     pub version: Option<String>,
     /// What the server said that cannot be true, in words with its value
     /// (a context of 0 tokens): left unknown, to be said as a notice.
@@ -115,8 +113,23 @@ pub async fn about(client: &reqwest::Client, base: &str, preset: &Preset) -> Abo
     out.slots = find(preset.slots)
         .and_then(|(_, n)| n.parse().ok())
         .filter(|n| (1..=1 << 16).contains(n));
-    out.per_request_cache = out.slots.is_some();
     out
+}
+
+impl About {
+    /// Its requests take `cache_prompt` (llama.cpp, known by its slots).
+    pub fn per_request_cache(&self) -> bool {
+        self.slots.is_some()
+    }
+
+    /// What a server whose requests each get one slot's share of its
+    /// context must be told as: the context prompts are planned against.
+    pub fn slots_note(&self) -> Option<String> {
+        match (self.slots, self.context) {
+            (Some(slots @ 2..), Some(n)) => Some(format!("the server serves {slots} requests at once, each with {n} tokens of context of its own (one slot's share): prompts are planned against {n}")),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,14 @@ impl Session {
         }
     }
 
+    /// What the server said of itself that its cells are judged with: its
+    /// own context for one request, and whether it takes `cache_prompt`.
+    pub fn knowing(mut self, about: &load::About) -> Session {
+        self.server_context = about.context;
+        self.per_request_cache = about.per_request_cache();
+        self
+    }
+
     /// The request tags for a workload's cache: first for a cold cache, last
     /// for a warm one.
     pub(super) fn tags(&self, cache: Cache) -> Tags {
@@ -223,18 +231,13 @@ impl Session {
                     }
                 }
                 self.flush = Some(found);
-                if found.is_none() && self.per_request_cache {
-                    host.notice(
-                        Level::Info,
-                        About::Server,
-                        "the server has no cache flush endpoint; it takes cache_prompt per request (llama.cpp): cold cells send cache_prompt: false, and its own count of cached prompt tokens (timings.cache_n) shows whether that held".into(),
-                    );
-                } else if found.is_none() {
-                    host.notice(
-                        Level::Info,
-                        About::Server,
-                        "the server's prefix cache cannot be flushed between cells (vLLM serves POST /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1, which server.kind = \"vllm\" sets; SGLang serves /flush_cache): cold cells rely on each prompt's own tag, and the cache hit rate shows whether it held".into(),
-                    );
+                if found.is_none() {
+                    let how = if self.per_request_cache {
+                        "the server has no cache flush endpoint; it takes cache_prompt per request (llama.cpp): cold cells send cache_prompt: false, and its own count of cached prompt tokens (timings.cache_n) shows whether that held"
+                    } else {
+                        "the server's prefix cache cannot be flushed between cells (vLLM serves POST /reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1, which server.kind = \"vllm\" sets; SGLang serves /flush_cache): cold cells rely on each prompt's own tag, and the cache hit rate shows whether it held"
+                    };
+                    host.notice(Level::Info, About::Server, how.into());
                 }
             }
         }
