@@ -176,8 +176,12 @@ pub struct CellStats {
     /// together (the server's prompt count and the tokens it returned).
     pub longest: Option<(u64, u64)>,
     /// The server's own timings of the successful requests that carried
-    /// them (llama.cpp's `timings`).
+    /// them (llama.cpp's `timings`) and agreed with what was measured here.
     timed: ServerSums,
+    /// Requests whose own timings disagreed with what was measured here
+    /// (left out of the server figures), and the first disagreement.
+    pub timing_mismatch: u64,
+    pub timing_example: Option<String>,
     ttft: Hist,
     itl: Hist,
     tpot: Hist,
@@ -212,6 +216,8 @@ impl CellStats {
             errors: Vec::new(),
             longest: None,
             timed: ServerSums::default(),
+            timing_mismatch: 0,
+            timing_example: None,
             ttft: Hist::ms(),
             itl: Hist::ms(),
             tpot: Hist::ms(),
@@ -256,7 +262,13 @@ impl CellStats {
             }
         }
         if let Some(t) = &r.server {
-            self.timed.add(t);
+            match timing_disagrees(t, r, tokens, est) {
+                None => self.timed.add(t),
+                Some(why) => {
+                    self.timing_mismatch += 1;
+                    self.timing_example.get_or_insert(why);
+                }
+            }
         }
         if let Some(p) = r.prompt_tokens {
             let total = p.saturating_add(tokens);
@@ -348,6 +360,54 @@ impl CellStats {
             prefix_cache_hit_pct: None,
         }
     }
+}
+
+/// Where a server's own timings of a request cannot be true, said with both
+/// numbers: tokens it says it generated or evaluated that differ from those
+/// that arrived or that its `usage` counted (by more than one), or time it
+/// says it spent that is longer than the request took here (the server's
+/// time is inside ours; 5 % and 5 ms allow for the clocks' granularity).
+fn timing_disagrees(
+    t: &ServerTiming,
+    r: &RequestRecord,
+    tokens: u64,
+    estimated: bool,
+) -> Option<String> {
+    let apart = |a: u64, b: u64| a.abs_diff(b) > 1;
+    if let Some(n) = t.predicted_n {
+        if !estimated && apart(n, tokens) {
+            return Some(format!(
+                "it generated {n} tokens (timings.predicted_n), {tokens} arrived"
+            ));
+        }
+    }
+    if let (Some(evaluated), Some(hit), Some(prompt)) = (t.prompt_n, t.cache_n, r.prompt_tokens) {
+        let said = evaluated.saturating_add(hit);
+        if apart(said, prompt) {
+            return Some(format!(
+                "its prompt was {said} tokens (timings.prompt_n {evaluated} + cache_n {hit}), its usage counted {prompt}"
+            ));
+        }
+    }
+    let longer = |said_ms: f64, ours_ms: f64| said_ms > ours_ms * 1.05 + 5.0;
+    let e2e_ms = r.end_ns.saturating_sub(r.start_ns) as f64 / 1e6;
+    if let Some(first) = r.first_token_ns() {
+        let ttft_ms = first.saturating_sub(r.start_ns) as f64 / 1e6;
+        if let Some(p) = t.prompt_ms.filter(|&p| longer(p, ttft_ms)) {
+            return Some(format!(
+                "its prompt took {p:.1} ms (timings.prompt_ms), the first token arrived {ttft_ms:.1} ms after the request was sent"
+            ));
+        }
+    }
+    if let (Some(p), Some(d)) = (t.prompt_ms, t.predicted_ms) {
+        if longer(p + d, e2e_ms) {
+            return Some(format!(
+                "it spent {:.1} ms (timings.prompt_ms + predicted_ms), the whole request took {e2e_ms:.1} ms",
+                p + d
+            ));
+        }
+    }
+    None
 }
 
 /// Sums of the server's own per-request timings, each figure with its own
@@ -455,6 +515,56 @@ mod tests {
             (got - want).abs() <= want.abs() * 0.0005 + 1e-3,
             "{got} is not within 0.05 % of {want}"
         );
+    }
+
+    fn timed(prompt_n: u64, cache_n: u64, prompt_ms: f64, predicted_n: u64) -> RequestRecord {
+        let mut r = rec(0, &[(200, 5), (210, 5), (220, 5), (230, 5)], 231, Some(4));
+        r.server = Some(ServerTiming {
+            prompt_n: Some(prompt_n),
+            cache_n: Some(cache_n),
+            prompt_ms: Some(prompt_ms),
+            predicted_n: Some(predicted_n),
+            predicted_ms: Some(30.0),
+        });
+        r
+    }
+
+    #[test]
+    fn a_servers_own_timings_that_agree_are_its_figures() {
+        let mut s = CellStats::new();
+        s.add(&timed(60, 40, 150.0, 4));
+        let f = s.server_timings().expect("timed");
+        assert_eq!(f.ttft_ms, Some(150.0));
+        assert_eq!(f.itl_ms, Some(10.0));
+        assert_eq!(f.e2e_ms, Some(180.0));
+        assert_eq!(f.cache_hit_pct, Some(40.0));
+        assert_eq!(s.timing_mismatch, 0);
+    }
+
+    #[test]
+    fn a_servers_own_timings_that_cannot_be_true_are_left_out_with_both_numbers() {
+        for (r, said, ours) in [
+            // 500 tokens generated, 4 arrived (and usage said 4).
+            (timed(60, 40, 150.0, 500), "500 tokens", "4 arrived"),
+            // A prompt of 1,000 tokens by its timings, 100 by its usage.
+            (timed(960, 40, 150.0, 4), "1000 tokens", "usage counted 100"),
+            // Its prompt took longer than the first token took to arrive.
+            (timed(60, 40, 900.0, 4), "900.0 ms", "200.0 ms"),
+        ] {
+            let mut s = CellStats::new();
+            s.add(&r);
+            s.add(&timed(60, 40, 150.0, 4));
+            assert_eq!(s.timing_mismatch, 1);
+            let why = s.timing_example.clone().expect("said why");
+            assert!(why.contains(said) && why.contains(ours), "{why}");
+            let f = s.server_timings().expect("the honest request");
+            assert_eq!(f.requests, Some(1));
+            assert_eq!(f.ttft_ms, Some(150.0), "the false one is left out");
+        }
+        // Off by one token is a count's rounding, not a lie.
+        let mut s = CellStats::new();
+        s.add(&timed(61, 40, 150.0, 5));
+        assert_eq!(s.timing_mismatch, 0);
     }
 
     #[test]

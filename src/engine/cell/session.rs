@@ -248,6 +248,17 @@ impl Session {
     /// says why not (once per server for a missing page).
     pub(super) fn figures(&mut self, host: &mut impl Host, run: &CellRun) -> Option<ServerFigures> {
         let timed = run.stats.server_timings().is_some();
+        if let Some(first) = &run.stats.timing_example {
+            host.notice(
+                Level::Warn,
+                About::Cell,
+                format!(
+                    "{} of {} requests carried timings of their own that cannot be true ({first}): the server's figures leave them out",
+                    run.stats.timing_mismatch,
+                    run.stats.ok()
+                ),
+            );
+        }
         // A server that times its requests itself has its own figures: a
         // cell with none (its requests refused) is no reason for a notice.
         self.said_no_metrics |= timed;
