@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -43,22 +43,7 @@ fn reply(out: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
 }
 
 fn serve_one(stream: TcpStream, seen: &Seen) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let path = line.split(' ').nth(1).unwrap_or("/").to_string();
-    let mut length = 0usize;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h)? == 0 || h == "\r\n" {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
+    let (path, body) = common::read_http_request(&stream)?;
     let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let mut out = stream;
     match path.as_str() {
@@ -184,14 +169,9 @@ fn loadtest(port: u16, prompt: u32, max_tokens: u32) -> (serde_json::Value, Stri
 /// left the client behind a whole 1 ms-a-token stream is not what these
 /// tests are about.
 fn kinds(m: &serde_json::Value) -> Vec<String> {
-    m["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|w| w["kind"].as_str())
-        .filter(|k| *k != "client_starved")
-        .map(str::to_string)
-        .collect()
+    let mut k = common::warning_kinds(m);
+    k.retain(|k| k != "client_starved");
+    k
 }
 
 #[test]

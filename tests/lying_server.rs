@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,22 +36,7 @@ fn metrics_page(n: u64) -> String {
 /// One HTTP/1.1 exchange: the request's path and body, then the answer.
 fn serve_one(stream: TcpStream, finished: &AtomicU64, lie: Lie) -> std::io::Result<()> {
     let context = lie.context;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let path = line.split(' ').nth(1).unwrap_or("/").to_string();
-    let mut length = 0usize;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h)? == 0 || h == "\r\n" {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
+    let (path, body) = common::read_http_request(&stream)?;
     let mut out = stream;
     let reply = |out: &mut TcpStream, kind: &str, text: &str| {
         write!(

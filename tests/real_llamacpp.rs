@@ -55,17 +55,8 @@ fn kill_server_mid_cells(run: PathBuf, tag: String) -> std::thread::JoinHandle<u
     std::thread::spawn(move || {
         let mut sent = 0;
         for (cell, signal) in KILLS {
-            let records = run
-                .join("requests")
-                .join(format!("{}.jsonl", cell.replace('/', "__")));
-            let started =
-                || std::fs::read_to_string(&records).is_ok_and(|t| t.lines().next().is_some());
-            let deadline = std::time::Instant::now() + Duration::from_secs(300);
-            while !started() {
-                if std::time::Instant::now() > deadline {
-                    return sent;
-                }
-                std::thread::sleep(Duration::from_millis(5));
+            if !cell_has_a_request(&run, cell, Duration::from_secs(300)) {
+                return sent;
             }
             for pid in tagged_processes(&tag) {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
@@ -93,17 +84,6 @@ fn plan_for(server: &str, model: &str) -> String {
             "model = \"/tmp/llamacpp/tiny.gguf\"",
             &format!("model = {model:?}"),
         )
-}
-
-fn kinds(r: &serde_json::Value) -> Vec<String> {
-    r["warnings"]
-        .as_array()
-        .map(|w| {
-            w.iter()
-                .map(|w| w["kind"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]
@@ -153,7 +133,7 @@ fn a_real_llamacpp_sweep_records_what_the_server_did() {
         let gap = client - srv;
         assert!(gap >= 0.0, "client − server TTFT {gap} ms: {r}");
         let expected: &[&str] = if gap > 25.0 { &["clock_gap"] } else { &[] };
-        assert_eq!(kinds(r), expected, "{r}");
+        assert_eq!(warning_kinds(r), expected, "{r}");
         assert_eq!(m["prefix_cache_hit_pct"].as_f64(), Some(0.0), "{r}");
         eprintln!(
             "{cell}: prompt {target} exact, TTFT client {client:.2} ms, server {srv:.2} ms, gap {gap:+.2} ms, ITL client {:.3} ms, server {:.3} ms, cache hits {}%",
@@ -165,7 +145,7 @@ fn a_real_llamacpp_sweep_records_what_the_server_did() {
     // 480 fits a 512-token slot, 480 + 64 does not: llama.cpp stops early.
     let short = &by["cpu/edge-ctx480-c1"][0];
     assert_eq!(short["status"], "ok", "{short}");
-    assert_eq!(kinds(short), ["short_output"], "{short}");
+    assert_eq!(warning_kinds(short), ["short_output"], "{short}");
     assert_eq!(short["warnings"][0]["context"]["limit"], 512, "{short}");
     // 600 fits the model's 2048 but not a slot: the server's own 400.
     let over = &by["cpu/edge-ctx600-c1"][0];
@@ -317,13 +297,7 @@ fn context_shift_is_flagged(server: &str, model: &str) {
             "4",
         ],
     );
-    let kinds: Vec<&str> = v["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, ["context_shift"], "{v}");
+    assert_eq!(warning_kinds(&v), ["context_shift"], "{v}");
     eprintln!("--context-shift: {}", v["warnings"][0]["message"]);
 }
 

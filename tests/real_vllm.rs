@@ -35,17 +35,8 @@ const CRASH_CELL: &str = "cpu/crash-ctx256-c4";
 /// a finished request on disk.
 fn kill_engine_mid_cell(run: std::path::PathBuf, tag: String) -> std::thread::JoinHandle<bool> {
     std::thread::spawn(move || {
-        let records = run
-            .join("requests")
-            .join(format!("{}.jsonl", CRASH_CELL.replace('/', "__")));
-        let started =
-            || std::fs::read_to_string(&records).is_ok_and(|t| t.lines().next().is_some());
-        let deadline = std::time::Instant::now() + Duration::from_secs(900);
-        while !started() {
-            if std::time::Instant::now() > deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if !cell_has_a_request(&run, CRASH_CELL, Duration::from_secs(900)) {
+            return false;
         }
         for pid in tagged_processes(&tag) {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();

@@ -87,6 +87,59 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     }
 }
 
+/// Read one HTTP/1.1 request from a test server's connection: its path and
+/// body (by `content-length`).
+pub fn read_http_request(stream: &std::net::TcpStream) -> std::io::Result<(String, Vec<u8>)> {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let path = line.split(' ').nth(1).unwrap_or("/").to_string();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h == "\r\n" {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    Ok((path, body))
+}
+
+/// Wait until a cell of the run in `run` has a finished request on disk
+/// (its `requests/<cell>.jsonl` has a line); false when `limit` passed first.
+pub fn cell_has_a_request(run: &Path, cell: &str, limit: Duration) -> bool {
+    let records = run
+        .join("requests")
+        .join(format!("{}.jsonl", cell.replace('/', "__")));
+    let deadline = Instant::now() + limit;
+    loop {
+        if std::fs::read_to_string(&records).is_ok_and(|t| t.lines().next().is_some()) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The kinds of a result line's warnings, in order.
+pub fn warning_kinds(r: &serde_json::Value) -> Vec<String> {
+    r["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .map(|w| w["kind"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Poll a condition until it holds or the deadline passes.
 pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
