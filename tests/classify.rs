@@ -76,3 +76,61 @@ fn classifies_a_file_and_survives_binary_garbage() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `classify` with what the script knows of the process's end.
+fn classify_ended(input: &str, args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(common::bin())
+        .arg("classify")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_exit_a_script_knows_decides_a_traceback() {
+    // What a Python server prints when it is stopped with SIGINT after its
+    // cells: not a failure, with or without the hint.
+    let interrupted = "INFO:     127.0.0.1:4000 - \"POST /v1/completions HTTP/1.1\" 200 OK\nTraceback (most recent call last):\n  File \"server.py\", line 40, in <module>\n    server.serve_forever()\nKeyboardInterrupt\n";
+    let text = |o: std::process::Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert_eq!(text(classify_ended(interrupted, &[])), "none\n");
+    assert_eq!(
+        text(classify_ended(interrupted, &["--signal", "INT"])),
+        "none\n"
+    );
+    let crash =
+        "Traceback (most recent call last):\n  File \"s.py\", line 3, in run\nKeyError: 'rid-42'\n";
+    assert_eq!(text(classify_ended(crash, &[])), "server_exited\n");
+    assert_eq!(
+        text(classify_ended(crash, &["--signal", "SIGSEGV"])),
+        "signal_crash\n"
+    );
+    assert_eq!(
+        text(classify_ended(crash, &["--exit-code", "-11"])),
+        "signal_crash\n"
+    );
+    assert_eq!(text(classify_ended(crash, &["--exit-code", "0"])), "none\n");
+    let json = text(classify_ended(crash, &["--exit-code", "1", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["kind"], "server_exited");
+    assert_eq!(
+        v["message"],
+        "the server exited (exit code 1): KeyError: 'rid-42'"
+    );
+    // A signal that is not one is the user's to fix.
+    let bad = classify_ended(crash, &["--signal", "SIGFOO"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a signal"));
+}

@@ -5,9 +5,10 @@
 use serde::Serialize;
 
 use super::traceback::runs;
+use super::traceback::{judge, Verdict};
 use super::{
-    classify_text, clean_line, find_error_body, is_overflow_message, Classification, LineClass,
-    LogPatterns, EVIDENCE_CONTEXT,
+    classify_text_ended, clean_line, find_error_body, is_overflow_message, Classification, Ended,
+    LineClass, LogPatterns, EVIDENCE_CONTEXT,
 };
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -21,10 +22,10 @@ pub struct Explanation {
     pub window: Vec<String>,
 }
 
-pub fn explain(text: &str) -> Explanation {
-    let classification = classify_text(text);
+pub fn explain(text: &str, ended: Option<Ended>) -> Explanation {
+    let classification = classify_text_ended(text, ended);
     let lines: Vec<&str> = text.lines().collect();
-    let (rule, at) = decide(text, &lines, &classification);
+    let (rule, at) = decide(text, &lines, &classification, ended);
     let window = match at {
         Some(i) => window(&lines, i),
         None => Vec::new(),
@@ -66,12 +67,37 @@ fn window(lines: &[&str], at: usize) -> Vec<String> {
 }
 
 /// Which rule decided, and on which line (0-based).
-fn decide(text: &str, lines: &[&str], c: &Classification) -> (String, Option<usize>) {
+fn decide(
+    text: &str,
+    lines: &[&str],
+    c: &Classification,
+    ended: Option<Ended>,
+) -> (String, Option<usize>) {
     let Some(kind) = c.kind else {
-        return (
-            "nothing matched: no rule names a failure in this text".into(),
-            None,
-        );
+        if let Some(e) = ended.filter(|e| e.is_stop()) {
+            return (
+                format!(
+                    "the process was stopped ({}) and no rule names a failure before it",
+                    e.describe()
+                ),
+                None,
+            );
+        }
+        let cleaned: Vec<String> = lines.iter().map(|l| clean_line(l)).collect();
+        return match judge(&cleaned) {
+            Some(Verdict::Handled { exception, served }) => (
+                format!("a traceback ({exception}) the server survived: it served on after it (this line)"),
+                Some(served),
+            ),
+            Some(Verdict::Stopped { at }) => (
+                "the exceptions came after the server was being stopped (this line): its shutdown's, not a failure".into(),
+                Some(at),
+            ),
+            _ => (
+                "nothing matched: no rule names a failure in this text".into(),
+                None,
+            ),
+        };
     };
     if let Some((status, body)) = find_error_body(text) {
         let first = body.lines().next().unwrap_or(&body);
@@ -103,6 +129,12 @@ fn decide(text: &str, lines: &[&str], c: &Classification) -> (String, Option<usi
         .as_deref()
         .and_then(|e| lines.iter().rposition(|l| clean_line(l).ends_with(e)));
     match at {
+        Some(i) if ended.is_some() => (
+            format!(
+                "no pattern matched; the process's end names the kind ({kind}), the last exception printed the message"
+            ),
+            Some(i),
+        ),
         Some(i) => (
             "no pattern matched; the last exception printed names it (server_exited)".into(),
             Some(i),
@@ -127,7 +159,7 @@ mod tests {
         }
         text.push_str("[2025-08-13 15:12:48 TP0] RuntimeError: CUDA error: an illegal instruction was encountered\n");
         text.push_str("INFO after\n");
-        let e = explain(&text);
+        let e = explain(&text, None);
         assert_eq!(
             e.classification.kind,
             Some(FailureKind::CudaIllegalInstruction)
@@ -148,6 +180,7 @@ mod tests {
 
         let e = explain(
             "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'rid'\n",
+            None,
         );
         assert_eq!(e.classification.kind, Some(FailureKind::ServerExited));
         assert_eq!(e.line, Some(3));
@@ -155,12 +188,13 @@ mod tests {
 
         let e = explain(
             r#"{"object":"error","message":"This model's maximum context length is 2048 tokens. However, you requested 2100 tokens (2000 in the messages, 100 in the completion).","type":"BadRequestError","code":400}"#,
+            None,
         );
         assert_eq!(e.classification.kind, Some(FailureKind::ContextOverflow));
         assert!(e.rule.contains("JSON error body (HTTP 400)"), "{}", e.rule);
         assert_eq!(e.line, Some(1));
 
-        let e = explain("all good\n");
+        let e = explain("all good\n", None);
         assert_eq!(e.classification.kind, None);
         assert_eq!(e.line, None);
     }
@@ -174,7 +208,7 @@ mod tests {
             );
         }
         text.push_str("RuntimeError: CUDA error: an illegal instruction was encountered\nKilled\n");
-        let e = explain(&text);
+        let e = explain(&text, None);
         assert_eq!(e.line, Some(42));
         assert_eq!(
             e.window,

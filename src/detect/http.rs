@@ -51,8 +51,11 @@ const OVERFLOW_CORES: &[&str] = &[
     r"context_length_exceeded",
     // llama.cpp (embeddings, rerank): "input is too large to process. increase the physical batch size"
     r"input is too large to process",
-    // TensorRT-LLM: "Prompt length (5056) exceeds maximum sequence length (2048)"
-    r"prompt length \(\d+\) exceeds maximum sequence length",
+    // TensorRT-LLM: "Prompt length (5056) exceeds maximum sequence length (2048)";
+    // its Triton backend: "Prompt length (200) exceeds maximum input length (1)"
+    r"prompt length \(\d+\) exceeds maximum (?:sequence|input) length",
+    // MLC LLM: "Request prompt has 38726 tokens in total, larger than the model input length limit 8192."
+    r"tokens in total, larger than the model",
     // TensorRT-LLM LLM API: "The sum of prompt length (9351.0), query length (0) should not exceed max_num_tokens (8192)"
     r"should not exceed max_num_tokens",
     // vLLM, when a client sized max_tokens as context − prompt and the prompt
@@ -81,7 +84,9 @@ const NUMBER_PATTERNS: &[(Field, &str)] = &[
     (Field::Limit, r"must be <= (N)"),
     (Field::Limit, r"must have less than (N) tokens"),
     (Field::Limit, r"maximum allowed length \((N) tokens?\)"),
-    (Field::Limit, r"maximum sequence length \((N)\)"),
+    (Field::Limit, r"maximum (?:sequence|input) length \((N)\)"),
+    (Field::Limit, r"input length limit (N)"),
+    (Field::Limit, r"context window size (N)"),
     (Field::Limit, r"max_num_tokens \((N)\)"),
     (Field::Total, r"you requested (N) tokens"),
     (Field::Total, r"requested a total of (N) tokens"),
@@ -102,6 +107,7 @@ const NUMBER_PATTERNS: &[(Field, &str)] = &[
     (Field::Prompt, r"input prompt \((N) tokens\)"),
     (Field::Prompt, r"input length \((N) tokens?\)"),
     (Field::Prompt, r"prompt length \((N)[.)]"),
+    (Field::Prompt, r"prompt has (N) tokens in total"),
     (Field::Output, r"(N) (?:in|for) the completion"),
     (Field::Output, r"(N) tokens for the completion"),
     (Field::Output, r"requested (N) output tokens"),

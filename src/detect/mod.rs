@@ -207,6 +207,47 @@ fn status_line(text: &str) -> Option<u16> {
 /// alone is classified like an HTTP body. `kind` is `None` when nothing
 /// matched: a log without a cause is not an HTTP error.
 pub fn classify_text(text: &str) -> Classification {
+    classify_text_ended(text, None)
+}
+
+/// How the process whose log is classified ended, when the caller knows
+/// (`sweeptop classify --exit-code N` / `--signal NAME`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Ended {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl Ended {
+    /// An exit that is a stop, not a failure: status 0, or SIGINT/SIGTERM/
+    /// SIGHUP (also as a shell's 128+N or Python's −N).
+    pub fn is_stop(self) -> bool {
+        let signal = self.signal.or(match self.code {
+            Some(c) if (129..=159).contains(&c) => Some(c - 128),
+            Some(c) if (-31..=-1).contains(&c) => Some(-c),
+            _ => None,
+        });
+        match signal {
+            Some(s) => matches!(s, 1 | 2 | 15),
+            None => self.code == Some(0),
+        }
+    }
+
+    /// `exit code 1`, `killed by signal 11`.
+    pub fn describe(self) -> String {
+        match (self.code, self.signal) {
+            (_, Some(s)) => format!("killed by signal {s}"),
+            (Some(c), None) => format!("exit code {c}"),
+            (None, None) => "ended".into(),
+        }
+    }
+}
+
+/// [`classify_text`] knowing how the process ended (`None`: not known). A
+/// cause a pattern names wins; otherwise a stop (status 0, SIGINT, SIGTERM)
+/// is no failure, and any other end is classified by its status, named by
+/// the last exception printed.
+pub fn classify_text_ended(text: &str, ended: Option<Ended>) -> Classification {
     if let Some((status, body)) = find_error_body(text) {
         return Classification::from_http(classify_http(status, &body), status);
     }
@@ -216,9 +257,16 @@ pub fn classify_text(text: &str) -> Classification {
         watch.push(line);
     }
     if let Some(failure) = watch.failure() {
+        // A server-gone line names no cause: how the process ended does.
+        let gone = failure.kind == FailureKind::ServerExited;
+        let kind = match ended {
+            Some(e) if gone && e.is_stop() => return Classification::none(),
+            Some(e) if gone => classify_exit(e.code, e.signal, None, &watch.tail(TAIL_KEEP)),
+            _ => failure.kind,
+        };
         return Classification {
-            kind: Some(failure.kind),
-            message: Some(failure.kind.describe().to_string()),
+            kind: Some(kind),
+            message: Some(kind.describe().to_string()),
             evidence: Some(failure.message),
             context: None,
         };
@@ -234,15 +282,37 @@ pub fn classify_text(text: &str) -> Classification {
     if let Some(status) = reason_phrase_status(text.trim()) {
         return Classification::from_http(classify_http(status, text.trim()), status);
     }
-    // No pattern knows it, but a traceback or `terminate called` names it.
     let lines: Vec<String> = text.lines().map(clean_line).collect();
-    if let Some(e) = traceback::last_exception(&lines) {
+    if let Some(ended) = ended {
+        if ended.is_stop() {
+            return Classification {
+                message: Some(format!("stopped ({}): not a failure", ended.describe())),
+                ..Classification::none()
+            };
+        }
+        let f = exit_failure(
+            ended.code,
+            ended.signal,
+            "the server exited",
+            &ended.describe(),
+            &lines,
+        );
         return Classification {
+            kind: Some(f.kind),
+            evidence: f.evidence.last().cloned(),
+            message: Some(f.message),
+            context: None,
+        };
+    }
+    // No pattern knows it, but a traceback or `terminate called` names it,
+    // unless the server served on after it or was being stopped.
+    match traceback::judge(&lines) {
+        Some(traceback::Verdict::Crash(e)) => Classification {
             kind: Some(FailureKind::ServerExited),
             message: Some(e.line.clone()),
             evidence: Some(e.line),
             context: None,
-        };
+        },
+        _ => Classification::none(),
     }
-    Classification::none()
 }

@@ -245,3 +245,69 @@ fn giant_inputs_are_linear() {
     // path on 1 MB would take minutes.
     assert!(start.elapsed().as_secs() < 60, "took {:?}", start.elapsed());
 }
+
+#[test]
+fn how_the_process_ended_decides_what_no_rule_names() {
+    let traceback =
+        "Traceback (most recent call last):\n  File \"s.py\", line 3, in run\nKeyError: 'rid-42'\n";
+    let ended = |code: Option<i32>, signal: Option<i32>| Some(Ended { code, signal });
+    // Unknown end: the last exception names it.
+    assert_eq!(
+        classify_text(traceback).kind,
+        Some(FailureKind::ServerExited)
+    );
+    // A stop is no failure, however it is spelled.
+    for stop in [
+        ended(Some(0), None),
+        ended(None, Some(2)),
+        ended(None, Some(15)),
+        ended(Some(130), None),
+        ended(Some(-15), None),
+    ] {
+        let c = classify_text_ended(traceback, stop);
+        assert_eq!(c.kind, None, "{stop:?}");
+        assert!(c.message.unwrap().starts_with("stopped"));
+    }
+    // Any other end is classified by it and named by the exception.
+    let c = classify_text_ended(traceback, ended(None, Some(11)));
+    assert_eq!(c.kind, Some(FailureKind::SignalCrash));
+    assert_eq!(
+        c.message.as_deref(),
+        Some("the server exited (killed by signal 11): KeyError: 'rid-42'")
+    );
+    let c = classify_text_ended(traceback, ended(Some(1), None));
+    assert_eq!(c.kind, Some(FailureKind::ServerExited));
+    // A cause a rule names wins over the stop that followed it.
+    let cuda = "RuntimeError: CUDA error: unspecified launch failure\n";
+    assert_eq!(
+        classify_text_ended(cuda, ended(None, Some(2))).kind,
+        Some(FailureKind::CudaError)
+    );
+    // A server-gone line names no cause: the signal does.
+    let gone = "(APIServer pid=1) ERROR [async_llm.py:400] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n";
+    assert_eq!(classify_text(gone).kind, Some(FailureKind::ServerExited));
+    assert_eq!(
+        classify_text_ended(gone, ended(None, Some(11))).kind,
+        Some(FailureKind::SignalCrash)
+    );
+    assert_eq!(classify_text_ended(gone, ended(None, Some(15))).kind, None);
+}
+
+#[test]
+fn every_cuda_fault_is_named_and_the_specific_ones_win() {
+    for (text, kind) in [
+        // The real H200 run of the gpu-torch harness: a faulting kernel.
+        ("torch.AcceleratorError: CUDA error: unspecified launch failure", Some(FailureKind::CudaError)),
+        ("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure", Some(FailureKind::CudaError)),
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", Some(FailureKind::CudaIllegalAddress)),
+        ("RuntimeError: CUDA error: out of memory", Some(FailureKind::CudaOom)),
+        ("RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/memory_utils.cu:32", Some(FailureKind::CudaOom)),
+        ("cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 8,589,934,592 bytes (allocated so far: 0 bytes).", Some(FailureKind::CudaOom)),
+        ("RuntimeError: CUDA error: device-side assert triggered", Some(FailureKind::DeviceAssert)),
+        ("RuntimeError: CUDA error: no kernel image is available for execution on the device", Some(FailureKind::NoKernelImage)),
+        ("NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)", Some(FailureKind::NcclError)),
+        ("INFO 08-13 [cuda.py:300] Using Flash Attention backend.", None),
+    ] {
+        assert_eq!(classify_text(text).kind, kind, "{text}");
+    }
+}

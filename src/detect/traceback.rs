@@ -134,6 +134,103 @@ fn is_exception_line(b: &str) -> bool {
 
 /// The last exception in `lines`, if any.
 pub fn last_exception(lines: &[String]) -> Option<Exception> {
+    last_exception_at(lines).map(|(_, e)| e)
+}
+
+/// What a log's exceptions mean when no pattern named a cause and nothing
+/// says how the process ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// The last exception before any stop, and nothing served after it: the
+    /// server died of it.
+    Crash(Exception),
+    /// The server answered requests after its last exception (line `served`,
+    /// 0-based): a request handler caught it.
+    Handled { exception: String, served: usize },
+    /// Someone stopped the server (line `at`): the exceptions after it are
+    /// its shutdown's (`KeyboardInterrupt`, `CancelledError`), and none came
+    /// before it that the server did not survive.
+    Stopped { at: usize },
+}
+
+/// Judge `lines` (cleaned log lines) by their exceptions; `None` when they
+/// hold none.
+pub fn judge(lines: &[String]) -> Option<Verdict> {
+    let bodies: Vec<String> = lines.iter().map(|l| body(l).to_ascii_lowercase()).collect();
+    let stop = bodies.iter().position(|b| is_stop(b));
+    let before = &lines[..stop.unwrap_or(lines.len())];
+    match last_exception_at(before) {
+        Some((at, e)) => {
+            if let Some(i) = bodies[at + 1..].iter().position(|b| is_serving(b)) {
+                return Some(Verdict::Handled {
+                    exception: e.line,
+                    served: at + 1 + i,
+                });
+            }
+            // A task cancelled by the stop, or an exception whose handling
+            // the interrupt cut short (`During handling of the above
+            // exception…` leading into it), is the shutdown's.
+            if let Some(s) = stop {
+                let cancelled = e
+                    .line
+                    .split(':')
+                    .next()
+                    .is_some_and(|n| n.ends_with("CancelledError"));
+                let chained = bodies[at + 1..s].iter().any(|b| {
+                    b.starts_with("during handling of the above exception")
+                        || b.starts_with("the above exception was the direct cause")
+                });
+                if cancelled || chained {
+                    return Some(Verdict::Stopped { at: s });
+                }
+            }
+            Some(Verdict::Crash(e))
+        }
+        None => {
+            let at = stop?;
+            last_exception_at(&lines[at..]).map(|_| Verdict::Stopped { at })
+        }
+    }
+}
+
+/// A line that says the server was being stopped from outside: an
+/// interrupt, a termination signal received, a shutdown begun.
+fn is_stop(lower_body: &str) -> bool {
+    const STOPS: &[&str] = &[
+        "keyboardinterrupt",
+        "received sigint",
+        "received sigterm",
+        "sigint received",
+        "sigterm received",
+        "caught sigint",
+        "caught sigterm",
+        "received signal 2,",
+        "received signal 15,",
+        "interrupted by user",
+        "shutting down",
+    ];
+    STOPS.iter().any(|s| lower_body.contains(s))
+}
+
+/// A line that shows the server answering a request or making progress:
+/// an access log line with its status, a batch or throughput line.
+fn is_serving(lower_body: &str) -> bool {
+    const SERVING: &[&str] = &[
+        " http/1.1\" ",
+        " http/1.0\" ",
+        " http/2\" ",
+        "avg prompt throughput",
+        "prefill batch",
+        "decode batch",
+        "log_server_r: request: ",
+        "log_server_r: done request",
+        "launch_slot_",
+        "print_timing",
+    ];
+    SERVING.iter().any(|s| lower_body.contains(s))
+}
+
+fn last_exception_at(lines: &[String]) -> Option<(usize, Exception)> {
     let bodies: Vec<&str> = lines.iter().map(|l| body(l)).collect();
     let mut found: Option<(usize, String)> = None;
     for (i, b) in bodies.iter().enumerate() {
@@ -157,10 +254,13 @@ pub fn last_exception(lines: &[String]) -> Option<Exception> {
         .rposition(|b| b.starts_with("Traceback (most recent call last)"))
         .unwrap_or(at.saturating_sub(MAX_EVIDENCE / 2));
     let evidence = collapse(&lines[start..=at.min(lines.len() - 1)]);
-    Some(Exception {
-        line: clean_line(&line),
-        evidence,
-    })
+    Some((
+        at,
+        Exception {
+            line: clean_line(&line),
+            evidence,
+        },
+    ))
 }
 
 /// Runs of a line repeated in a row (the same text after its prefix), met
@@ -269,6 +369,78 @@ mod tests {
         ] {
             assert_eq!(last_exception(&lines(line)), None, "{line}");
         }
+    }
+
+    #[test]
+    fn a_traceback_the_server_served_on_after_is_handled() {
+        // vLLM's chat handler catching a malformed body: logged, answered
+        // 400, and the next request served.
+        let log = lines(
+            "INFO:     127.0.0.1:40000 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n\
+             ERROR 08-13 15:12:48 [serving_chat.py:222] Error in preprocessing prompt inputs\n\
+             ERROR 08-13 15:12:48 [serving_chat.py:222] Traceback (most recent call last):\n\
+             ERROR 08-13 15:12:48 [serving_chat.py:222]   File \"/v/serving_chat.py\", line 200, in create_chat_completion\n\
+             ERROR 08-13 15:12:48 [serving_chat.py:222] json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)\n\
+             INFO:     127.0.0.1:40002 - \"POST /v1/chat/completions HTTP/1.1\" 400 Bad Request\n\
+             INFO:     127.0.0.1:40004 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+        );
+        assert_eq!(
+            judge(&log),
+            Some(Verdict::Handled {
+                exception:
+                    "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)".into(),
+                served: 5
+            })
+        );
+        // The same traceback with nothing after it: the server died of it.
+        assert!(
+            matches!(judge(&log[..5]), Some(Verdict::Crash(e)) if e.line.starts_with("json.decoder"))
+        );
+    }
+
+    #[test]
+    fn the_shutdown_of_a_stopped_server_is_not_a_crash() {
+        // Ctrl-C (or sweeptop's SIGINT) under uvicorn and asyncio.
+        let stopped = lines(
+            "INFO:     127.0.0.1:40004 - \"POST /v1/completions HTTP/1.1\" 200 OK\n\
+             INFO:     Shutting down\n\
+             INFO:     Waiting for application shutdown.\n\
+             Traceback (most recent call last):\n\
+             \x20 File \"/usr/lib/python3.12/asyncio/runners.py\", line 118, in run\n\
+             asyncio.exceptions.CancelledError\n\
+             \n\
+             During handling of the above exception, another exception occurred:\n\
+             \n\
+             Traceback (most recent call last):\n\
+             KeyboardInterrupt",
+        );
+        assert_eq!(judge(&stopped), Some(Verdict::Stopped { at: 1 }));
+        // The interrupt's own traceback, no shutdown line first.
+        let interrupted = lines(
+            "Traceback (most recent call last):\n\
+             \x20 File \"/s/server.py\", line 9, in serve_forever\n\
+             asyncio.exceptions.CancelledError\n\
+             \n\
+             During handling of the above exception, another exception occurred:\n\
+             \n\
+             KeyboardInterrupt",
+        );
+        assert_eq!(judge(&interrupted), Some(Verdict::Stopped { at: 6 }));
+        // A crash that the server then shut down after is still the crash.
+        let crashed = lines(
+            "Traceback (most recent call last):\n\
+             \x20 File \"/s/model_runner.py\", line 9, in forward\n\
+             RuntimeError: Expected all tensors to be on the same device\n\
+             INFO:     Shutting down\n\
+             Traceback (most recent call last):\n\
+             asyncio.exceptions.CancelledError",
+        );
+        assert!(
+            matches!(judge(&crashed), Some(Verdict::Crash(e)) if e.line.starts_with("RuntimeError: Expected")),
+            "{:?}",
+            judge(&crashed)
+        );
+        assert_eq!(judge(&lines("INFO: all good")), None);
     }
 
     #[test]

@@ -17,6 +17,10 @@ pub enum FailureKind {
     NcclError,
     NoKernelImage,
     TritonError,
+    /// Any other CUDA runtime or driver error (`cudaErrorLaunchFailure`,
+    /// `CUDA_ERROR_*`, `CUDA error: …`, Xid, ECC): the GPU faulted in a way
+    /// no more specific kind names.
+    CudaError,
     SignalCrash,
     OomKilled,
     ContextOverflow,
@@ -62,7 +66,7 @@ pub enum FailureKind {
 
 /// One row per kind: (kind, snake_case name, grid badge, human words).
 /// The single source for `as_str`, `parse`, `badge` and `describe`.
-const KIND_TABLE: [(FailureKind, &str, &str, &str); 26] = [
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 27] = [
     (
         FailureKind::CudaIllegalInstruction,
         "cuda_illegal_instruction",
@@ -99,6 +103,12 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 26] = [
         "triton_error",
         "TRITON",
         "Triton error",
+    ),
+    (
+        FailureKind::CudaError,
+        "cuda_error",
+        "CUDA-ERR",
+        "CUDA error",
     ),
     (
         FailureKind::SignalCrash,
@@ -213,7 +223,7 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 26] = [
 
 impl FailureKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FailureKind; 26] = [
+    pub const ALL: [FailureKind; 27] = [
         FailureKind::CudaIllegalInstruction,
         FailureKind::CudaIllegalAddress,
         FailureKind::CudaOom,
@@ -221,6 +231,7 @@ impl FailureKind {
         FailureKind::NcclError,
         FailureKind::NoKernelImage,
         FailureKind::TritonError,
+        FailureKind::CudaError,
         FailureKind::SignalCrash,
         FailureKind::OomKilled,
         FailureKind::ContextOverflow,
@@ -302,6 +313,7 @@ impl FailureKind {
                 | FailureKind::NcclError
                 | FailureKind::NoKernelImage
                 | FailureKind::TritonError
+                | FailureKind::CudaError
                 | FailureKind::SignalCrash
                 | FailureKind::OomKilled
         )
@@ -507,7 +519,7 @@ mod tests {
             .into_iter()
             .filter(|k| k.is_fatal_server_error())
             .collect();
-        assert_eq!(fatal.len(), 9);
+        assert_eq!(fatal.len(), 10);
         assert!(FailureKind::CudaIllegalInstruction.is_fatal_server_error());
         assert!(FailureKind::OomKilled.is_fatal_server_error());
         assert!(!FailureKind::ContextOverflow.is_fatal_server_error());

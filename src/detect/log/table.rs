@@ -102,8 +102,8 @@ pub(super) const PATTERNS: &[Pattern] = &[
     },
     Pattern {
         meaning: Meaning::Fatal(K::CudaIllegalAddress),
-        literals: &["illegal", "misaligned address"],
-        regex: r"illegal memory access was encountered|cudaerrorillegaladdress|cuda_error_illegal_address|cuda error: misaligned address",
+        literals: &["illegal"],
+        regex: r"illegal memory access was encountered|cudaerrorillegaladdress|cuda_error_illegal_address",
     },
     Pattern {
         meaning: Meaning::Fatal(K::DeviceAssert),
@@ -116,10 +116,11 @@ pub(super) const PATTERNS: &[Pattern] = &[
         literals: &[
             "no kernel image",
             "nokernelimage",
+            "no_binary_for_gpu",
             "not compatible with the current pytorch",
             "compute capability",
         ],
-        regex: r"no kernel image is available for execution on the device|cudaerrornokernelimagefordevice|is not compatible with the current pytorch installation|only supported on gpus with compute capability of at least|gpus with compute capability below \d[\d.]* are not supported",
+        regex: r"no kernel image is available for execution on the device|\bcuda_error_no_binary_for_gpu\b|cudaerrornokernelimagefordevice|is not compatible with the current pytorch installation|only supported on gpus with compute capability of at least|gpus with compute capability below \d[\d.]* are not supported",
     },
     Pattern {
         meaning: Meaning::Fatal(K::CudaOom),
@@ -132,11 +133,13 @@ pub(super) const PATTERNS: &[Pattern] = &[
             "insufficient gpu memory",
             "not enough memory",
             "no available memory",
+            // `CUDA_ERROR_OUT_OF_MEMORY`.
+            "_of_memory",
             // Not "kv cache" alone: vLLM's every stats line says it.
             "stored in kv cache",
             "available kv cache memory",
         ],
-        regex: r"# gpu blocks: 0(?:[^0-9]|$)|(cuda|hip) out of memory|\b(?:decode|prefill) out of memory\. try|cudamalloc\w*\(.*\): out of memory|\)\): out of memory\b|insufficient gpu memory|outofmemoryerror|cuda error: out of memory|cudamalloc failed: out of memory|failed to allocate cuda\d* buffer|cudaerrormemoryallocation|cublas_status_alloc_failed|\bnot enough memory\b|no available memory for the cache blocks|maximum number of tokens that can be stored in kv cache|larger than the available kv cache memory",
+        regex: r"# gpu blocks: 0(?:[^0-9]|$)|(cuda|hip) out of memory|\b(?:decode|prefill) out of memory\. try|cudamalloc\w*\(.*\): out of memory|\)\): out of memory\b|insufficient gpu memory|outofmemoryerror|cuda error: out of memory|\bcuda(?:\]| runtime error| driver error)?: out of memory|\bcuda_error_out_of_memory\b|cudamalloc failed: out of memory|failed to allocate cuda\d* buffer|cudaerrormemoryallocation|cublas_status_alloc_failed|\bnot enough memory\b|no available memory for the cache blocks|maximum number of tokens that can be stored in kv cache|larger than the available kv cache memory",
     },
     Pattern {
         meaning: Meaning::Fatal(K::NcclError),
@@ -149,6 +152,21 @@ pub(super) const PATTERNS: &[Pattern] = &[
             "gloo",
         ],
         regex: r"gloo/transport/\S+\] timed out waiting|\bnccl warn .*(?:\bfailed\b|\bfailure\b|connection closed by remote peer|error encountered)|nccl warn socket\w*: connect to .* failed|nccl watchdog thread terminated with exception|\bnccl error\b|\bnccl(internal|unhandledcuda|system|invalidusage|invalidargument|remote)error\b|watchdog caught collective operation timeout|distbackenderror",
+    },
+    Pattern {
+        // Any other CUDA runtime or driver error, in the wordings of the CUDA
+        // runtime (`cudaErrorLaunchFailure: unspecified launch failure`), the
+        // driver API (`CUDA_ERROR_LAUNCH_FAILED`), PyTorch (`CUDA error: …`,
+        // `CUDA driver error`, the older `cuda runtime error (719)`), CuPy,
+        // Triton's launcher (`Triton Error [CUDA]: …`), llama.cpp, the
+        // kernel's Xid lines and ECC faults. After the specific kinds above
+        // (an illegal address, OOM, an assert, no kernel image, NCCL's own
+        // errors) and before Triton's compiler errors.
+        meaning: Meaning::Fatal(K::CudaError),
+        // Every wording names CUDA (`[CUDA]`, `CUDA-capable`) but the
+        // kernel's Xid: two literals keep the set within the SIMD prefilter's 64.
+        literals: &["cuda", "xid"],
+        regex: r"\bcudaerror[a-z]+\b|\bcuda_error_[a-z_]+\b|\bcuda error: \S|\bunhandled cuda error\b|\bcuda driver error\b|\bcuda runtime error \(\d+\)|\bcuda\b.*(?:unspecified launch failure|the launch timed out|misaligned address|invalid program counter|busy or unavailable|uncorrectable ecc|double[- ]bit ecc)|\bnvrm: xid\b|\bxid \(pci:",
     },
     Pattern {
         meaning: Meaning::Fatal(K::TritonError),
@@ -178,18 +196,18 @@ pub(super) const PATTERNS: &[Pattern] = &[
             "assert",
             "abort",
         ],
-        regex: r"died, exit code: -(?:4|7|11)\b|signaled to shutdown with signal (?:4|7|11)\b|\bggml_assert\(.*\) failed|\bggml_assert: \S+:\d+:|\.(?:c|cc|cpp|cxx|h|hpp):\d+: .*\bassertion .* failed|^\s*(?:zsh|bash|sh): (?:line \d+: +\d+ )?abort(?:ed)?\b|segmentation fault|segfault encountered|\bsig(segv|bus|ill)\b|fatal python error|illegal instruction\s*\(core dumped\)|illegal instruction\s*$|received (signal )?sigabrt|sigabrt received|\*\*\* sigabrt|aborted \(core dumped\)|bus error \(core dumped\)",
+        regex: r"died, exit code: -(?:4|7|11)\b|signaled to shutdown with signal (?:4|7|11)\b|\bggml_assert\(.*\) failed|\bggml_assert: \S+:\d+:|\.(?:c|cc|cpp|cxx|h|hpp):\d+: .*\bassertion .* failed|^\s*(?:zsh|bash|sh): (?:line \d+: +\d+ )?abort(?:ed)?\b|segmentation fault|segfault encountered|\bsig(segv|bus|ill)\b|fatal python error|illegal instruction\s*\(core dumped\)|illegal instruction\s*$|received (signal )?sigabrt|^\s*signal \((?:4|6|7|11)\) received\.|sigabrt received|\*\*\* sigabrt|aborted \(core dumped\)|bus error \(core dumped\)",
     },
     // --- the server could not start ---
     Pattern {
         meaning: Meaning::Fatal(K::StartupFailed),
         literals: &[
             "address already in use",
-            "hfvalidationerror",
+            // `HFValidationError: …` is found by `error: `.
             // RepositoryNotFoundError, "Invalid repository ID".
             "repositor",
-            "model identifier",
-            "a file named",
+            // `OSError: … is not a valid model identifier`, `… does not appear
+            // to have a file named …` are found by `error: `.
             // `vllm: error: unrecognized arguments`, clap's `error: invalid value`.
             "error: ",
             "derived max_model_len",
@@ -200,7 +218,7 @@ pub(super) const PATTERNS: &[Pattern] = &[
             "gguf",
             "argument",
         ],
-        regex: r"failed to load model|error loading model|failed to open gguf file|\berror: invalid argument: |error while handling argument|tools setup failed|couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments|^\s*error: invalid value '[^']*' for '--|^\s*error: (?:webserverfailed|shardcannotstart)\b",
+        regex: r"failed to load model|error loading model|failed to open gguf file|\berror: invalid argument: |error while handling argument|tools setup failed|couldn't bind http server socket|initialization failed\. warmup error|is greater than the derived max_model_len|model architectures \[.*\] are not supported|address already in use|\bhfvalidationerror\b|\brepositorynotfounderror\b|is not a valid model identifier|does not appear to have a file named|invalid repository id or local directory|\berror: unrecognized arguments|^\s*error: invalid value '[^']*' for '--|^\s*error: (?:webserverfailed|shardcannotstart)\b|^\s*error: creating server: |^\s*error: listen tcp \S+: bind: ",
     },
     // --- the server is gone ---
     Pattern {
