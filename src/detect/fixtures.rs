@@ -53,6 +53,8 @@ pub const LINES: &[(&str, &str, LineClass)] = &[
     ("vllm", "ptxas fatal   : Value 'sm_120a' is not defined for option 'gpu-name'", Fatal(K::TritonError)),
     ("vllm", "triton.compiler.errors.CompilationError: at 12:4:", Fatal(K::TritonError)),
     ("sglang", "RuntimeError: Internal Triton PTX codegen error: `ptxas` stderr: ptxas fatal : Unresolved extern function", Fatal(K::TritonError)),
+    // Ray's memory monitor (ray-project/ray `memory_monitor` docs' wording).
+    ("ray", "(raylet) Memory on the node (IP: 10.0.0.1, ID: 7a3f) where the task (actor ID: 9c1e, name=RayWorkerWrapper.__init__) was running was 29.01GB / 30.00GB (0.967), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: 5d2c) because it was the most recently scheduled task", Fatal(K::OomKilled)),
     // --- cuda_error: any other CUDA runtime/driver fault ---
     // The H200 run of shared/harness/gpu-torch: a faulting kernel (`brkpt`, `trap`).
     ("torch", "torch.AcceleratorError: CUDA error: unspecified launch failure", Fatal(K::CudaError)),

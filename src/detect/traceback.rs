@@ -233,7 +233,20 @@ fn is_serving(lower_body: &str) -> bool {
 fn last_exception_at(lines: &[String]) -> Option<(usize, Exception)> {
     let bodies: Vec<&str> = lines.iter().map(|l| body(l)).collect();
     let mut found: Option<(usize, String)> = None;
+    // Python's `Exception ignored in: …` heads an exception it could not
+    // raise (a destructor's): printed and dropped, never the process's end.
+    let mut ignored = false;
     for (i, b) in bodies.iter().enumerate() {
+        if b.starts_with("Exception ignored in") {
+            ignored = true;
+            continue;
+        }
+        if ignored {
+            if is_exception_line(b) {
+                ignored = false;
+            }
+            continue;
+        }
         if let Some(rest) = b.strip_prefix("terminate called after throwing an instance of ") {
             let what = bodies
                 .get(i + 1)
@@ -441,6 +454,19 @@ mod tests {
             judge(&crashed)
         );
         assert_eq!(judge(&lines("INFO: all good")), None);
+    }
+
+    #[test]
+    fn an_exception_python_ignored_is_not_the_last_one() {
+        let log = lines(
+            "Generation Aborted\n\
+             Exception ignored in: <function Variable.__del__ at 0x7f00>\n\
+             Traceback (most recent call last):\n\
+             \x20 File \"tkinter/__init__.py\", line 363, in __del__\n\
+             RuntimeError: main thread is not in main loop",
+        );
+        assert_eq!(last_exception(&log), None);
+        assert_eq!(judge(&log), None);
     }
 
     #[test]

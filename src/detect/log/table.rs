@@ -61,8 +61,10 @@ pub(super) const PATTERNS: &[Pattern] = &[
             "worker died",
             // `ray-oom-prevention` (the literal is shared with `oom-kill`).
             "oom",
+            // `Ray killed this worker` (shared with the entries below).
+            "killed",
         ],
-        regex: r"ray\.exceptions\.outofmemoryerror|running low on memory|killed due to memory pressure|worker died.*\b(oom|out of memory)\b|ray-oom-prevention",
+        regex: r"ray\.exceptions\.outofmemoryerror|running low on memory|killed due to memory pressure|worker died.*\b(oom|out of memory)\b|ray-oom-prevention|\bray killed this worker\b",
     },
     Pattern {
         meaning: Meaning::Fatal(K::OomKilled),
