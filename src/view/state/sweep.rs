@@ -172,8 +172,16 @@ impl ViewState {
     }
 
     /// Seconds since the sweep (re)started, at `now`.
+    /// A sweep that ended stops its clock at its end (a dashboard left
+    /// open on a finished sweep does not count on).
     pub fn elapsed_s(&self, now: Timestamp) -> Option<u64> {
-        Some(now.seconds_since(self.started?).max(0.0) as u64)
+        let end = match self.sweep.sweep {
+            Sweep::Finished { .. } | Sweep::Interrupted { .. } if self.sweep.sweep_at < now => {
+                self.sweep.sweep_at
+            }
+            _ => now,
+        };
+        Some(end.seconds_since(self.started?).max(0.0) as u64)
     }
 
     /// Seconds left, from the pace of the cells finished since the start,

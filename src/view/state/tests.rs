@@ -77,8 +77,13 @@ fn a_sweep_runs_pauses_and_finishes() {
         reason: "quit".into(),
     });
     assert_eq!(v.shown(), Shown::Interrupted);
-    // Elapsed and ETA come from the events' clock.
-    assert_eq!(v.elapsed_s(at(10)), Some(10));
+    // Elapsed and ETA come from the events' clock, and the clock stops
+    // when the sweep ends: a dashboard left open does not count on.
+    assert_eq!(v.elapsed_s(at(5)), Some(5));
+    assert_eq!(v.elapsed_s(at(100)), Some(6));
+    // A resumed sweep counts again from its new start.
+    v.apply(&started(200, 0));
+    assert_eq!(v.elapsed_s(at(210)), Some(10));
 }
 
 #[test]
