@@ -203,7 +203,7 @@ impl Grid {
         if v.is_running(id) {
             return CellView::Running;
         }
-        if v.retry_queued.contains(id) || v.retry_queued.contains(&row.id) {
+        if v.retry_waits(id, &row.id) {
             return CellView::Queued;
         }
         let Some(r) = v.records.get(id) else {

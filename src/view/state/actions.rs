@@ -31,9 +31,23 @@ impl ViewState {
                 self.excluded.remove(config);
             }
             ("retry", Some(target)) => {
-                self.retry_queued.insert(target.to_string());
+                self.retry_queued.insert(target.to_string(), at);
             }
             _ => {}
+        }
+    }
+
+    /// Whether `cell` (of `config`) waits for a retry asked for it or its
+    /// config: asked, and not recorded since.
+    pub fn retry_waits(&self, cell: &str, config: &str) -> bool {
+        let asked = [cell, config]
+            .iter()
+            .filter_map(|t| self.retry_queued.get(*t))
+            .max();
+        match (asked, self.records.get(cell)) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(at), Some(r)) => r.finished_at < *at,
         }
     }
 

@@ -55,8 +55,10 @@ pub struct ViewState {
     pub running: Vec<Running>,
     pub records: HashMap<String, CellRecord>,
     pub excluded: BTreeSet<String>,
-    /// Cells or configs queued to run again.
-    pub retry_queued: BTreeSet<String>,
+    /// Cells or configs queued to run again, and when: a cell recorded
+    /// after its retry was asked for is no longer queued (a retried cell that
+    /// failed again without starting, as a crashed config's rest does).
+    pub retry_queued: BTreeMap<String, Timestamp>,
     /// The failed cell that finished last.
     pub last_failure: Option<String>,
     /// The latest warning or error notice.

@@ -159,15 +159,19 @@ impl ViewState {
         }
     }
 
-    /// Cells of the plan that have a record.
+    /// Cells of the plan that have a record and wait for no retry.
     pub fn done(&self) -> usize {
         match &self.plan {
             Some(p) => p
                 .cells
                 .iter()
-                .filter(|c| self.records.contains_key(&c.id))
+                .filter(|c| self.records.contains_key(&c.id) && !self.retry_waits(&c.id, &c.config))
                 .count(),
-            None => self.records.len(),
+            None => self
+                .records
+                .values()
+                .filter(|r| !self.retry_waits(&r.cell, &r.config))
+                .count(),
         }
     }
 

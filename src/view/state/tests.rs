@@ -87,6 +87,38 @@ fn a_sweep_runs_pauses_and_finishes() {
 }
 
 #[test]
+fn a_retried_cell_is_queued_until_it_is_recorded_again() {
+    let failed = |t| finished(rec("a", "c1", Status::Failed, t));
+    let retry = |t, target: &str| Event::Action {
+        at: at(t),
+        action: "retry".into(),
+        target: Some(target.into()),
+        source: "command line (--retry failed)".into(),
+    };
+    let mut v = fold(&[
+        started(0, 0),
+        failed(1),
+        finished(rec("b", "c1", Status::Ok, 2)),
+    ]);
+    assert_eq!(v.done(), 2);
+    // `run --resume --retry failed`: queued, and not done while it waits.
+    v.apply(&started(10, 2));
+    v.apply(&retry(10, "a"));
+    assert!(v.retry_waits("a", "c1"));
+    assert_eq!(v.done(), 1, "a queued retry is left to do");
+    // It fails again without a start of its own (a crashed config's rest is
+    // recorded without running): its new record ends the wait.
+    v.apply(&failed(12));
+    assert!(!v.retry_waits("a", "c1"));
+    assert_eq!(v.done(), 2);
+    // A whole config queued waits for each of its cells' next record.
+    v.apply(&retry(20, "c1"));
+    assert!(v.retry_waits("a", "c1") && v.retry_waits("b", "c1"));
+    v.apply(&finished(rec("b", "c1", Status::Ok, 21)));
+    assert!(v.retry_waits("a", "c1") && !v.retry_waits("b", "c1"));
+}
+
+#[test]
 fn eta_follows_the_pace_of_finished_cells() {
     let v = fold(&[
         started(0, 0),
@@ -253,10 +285,10 @@ fn actions_mark_excluded_configs_and_queued_retries() {
         },
     ]);
     assert!(v.excluded.contains("c2"));
-    assert!(v.retry_queued.contains("a"));
+    assert!(v.retry_queued.contains_key("a"));
     let mut v = v;
     v.apply(&cell_started(3, "a", "c1"));
-    assert!(!v.retry_queued.contains("a"));
+    assert!(!v.retry_queued.contains_key("a"));
 }
 
 #[test]
