@@ -46,6 +46,7 @@ const CELLS: [&str; 4] = [
 
 /// Where a run is killed, then where its first resume is killed (if at all).
 const NAMED: &[(&str, Option<&str>)] = &[
+    ("created.plan_unrenamed", None),
     ("created.plan", None),
     ("meta.renaming:1", None),
     ("meta.renaming:2", None),
@@ -103,11 +104,30 @@ fn killed_run(plan: &Path, run: &Path, tag: &str, resume: bool, kill: Kill) -> b
     status.signal() == Some(libc::SIGKILL)
 }
 
-/// Resume until the sweep says it finished; then check the directory.
-fn finish_and_check(run: &Path, tag: &str, what: &str) {
+/// Resume until the sweep says it finished; then check the directory. A
+/// sweep killed before its plan was recorded ran nothing: resuming it says
+/// so, and it is started again in the same directory.
+fn finish_and_check(plan: &Path, run: &Path, tag: &str, what: &str) {
     let mut cmd = sweeptop(tag);
-    cmd.args(["run", "--headless", "--no-gpu", "--resume"])
-        .arg(run);
+    cmd.args(["run", "--headless", "--no-gpu"]);
+    if run.join("plan.toml").exists() {
+        cmd.arg("--resume").arg(run);
+    } else if !run.exists() {
+        // Killed before it made its directory.
+        cmd.arg(plan).arg("--out").arg(run);
+    } else {
+        let mut resume = sweeptop(tag);
+        resume
+            .args(["run", "--headless", "--no-gpu", "--resume"])
+            .arg(run);
+        let out = run_with_deadline(resume, Duration::from_secs(120));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("holds no run") && stderr.contains("--out"),
+            "{what}: {stderr}"
+        );
+        cmd.arg(plan).arg("--out").arg(run);
+    }
     let out = run_with_deadline(cmd, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
@@ -212,7 +232,7 @@ fn killed_anywhere_then_resumed_every_cell_is_recorded_exactly_once() {
                         if let Some(then) = then {
                             attempt(true, then);
                         }
-                        finish_and_check(&run, &tag, what);
+                        finish_and_check(plan, &run, &tag, what);
                     }
                     killed
                 })

@@ -175,6 +175,14 @@ fn plan_of(source: &Source) -> Result<Plan> {
             Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).map_err(|e| user(e.to_string()))
         }
         Source::Plan(path) => Plan::load(path).map_err(|e| user(e.to_string())),
+        // A sweep stopped before its plan was recorded ran nothing: it is
+        // started again, not resumed.
+        Source::Resume(dir) if never_started(dir) => Err(user(format!(
+            "{} holds no run: its sweep was stopped before its plan was recorded; \
+                 start it again with `sweeptop run PLAN --out {}`",
+            dir.display(),
+            dir.display()
+        ))),
         Source::Resume(dir) if !dir.join(store::PLAN).exists() => Err(user(format!(
             "{} is not a run directory (no {}): see `sweeptop ls`",
             dir.display(),
@@ -184,6 +192,14 @@ fn plan_of(source: &Source) -> Result<Plan> {
             crate::view::replay::plan_of_run(dir).map_err(|e| user(e.to_string()))
         }
     }
+}
+
+/// A directory a sweep began in and was stopped before its plan was
+/// recorded: its lock or a half-written plan, and nothing of a run.
+fn never_started(dir: &Path) -> bool {
+    !dir.join(store::PLAN).exists()
+        && (dir.join(store::LOCK).exists() || dir.join(store::PLAN_TMP).exists())
+        && store::check_new_run_dir(dir).is_ok()
 }
 
 fn sweep(

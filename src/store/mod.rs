@@ -39,6 +39,8 @@ pub const RESULTS: &str = "results.jsonl";
 pub const EVENTS: &str = "events.jsonl";
 pub const GPU: &str = "gpu.jsonl";
 pub const PLAN: &str = "plan.toml";
+/// The plan while it is written, renamed to [`PLAN`] once it is whole.
+pub const PLAN_TMP: &str = "plan.toml.tmp";
 pub const META: &str = "run.json";
 pub const SERVER_PID: &str = "server.pid";
 pub const LOGS: &str = "logs";

@@ -13,7 +13,7 @@ use super::lock::lock;
 use super::meta::{read_meta, rebuild_meta, write_meta, META_TMP};
 use super::requests::RequestsWriter;
 use super::sweep::SHARD;
-use super::{DETACH_LOG, EVENTS, LOCK, LOGS, PLAN, REQUESTS, RESULTS, SERVER_PID};
+use super::{DETACH_LOG, EVENTS, LOCK, LOGS, PLAN, PLAN_TMP, REQUESTS, RESULTS, SERVER_PID};
 use crate::model::{text, CellRecord, Event, RunMeta, RunState, Timestamp};
 
 /// An open run directory that results are appended to. It holds the
@@ -43,10 +43,14 @@ impl RunDir {
         let lock = lock(path)?;
         // Another sweep may have won the race for this directory.
         check_new_run_dir(path)?;
-        fs::create_dir_all(path.join(LOGS)).map_err(io_err(path))?;
-        let plan_path = path.join(PLAN);
-        write_synced(&plan_path, plan_source.as_bytes())?;
+        // The plan lands whole or not at all: a sweep killed before it is
+        // there leaves a directory a new run may still be started in.
+        let tmp = path.join(PLAN_TMP);
+        write_synced(&tmp, plan_source.as_bytes())?;
+        crash_point("created.plan_unrenamed");
+        fs::rename(&tmp, path.join(PLAN)).map_err(io_err(path))?;
         crash_point("created.plan");
+        fs::create_dir_all(path.join(LOGS)).map_err(io_err(path))?;
         let meta = RunMeta {
             plan: plan_name.to_string(),
             started_at: Timestamp::now(),
@@ -249,7 +253,8 @@ pub fn check_new_run_dir(path: &Path) -> Result<(), StoreError> {
 }
 
 /// The first entry of `dir` that a new run may not share its directory with
-/// (anything but what `--detach` wrote, and `shard.json`); `None` when there is none or `dir`
+/// (anything but what `--detach` wrote, `shard.json`, and a plan a killed
+/// start never finished writing); `None` when there is none or `dir`
 /// does not exist yet.
 fn foreign_entry(dir: &Path) -> Result<Option<String>, StoreError> {
     let entries = match fs::read_dir(dir) {
@@ -261,7 +266,7 @@ fn foreign_entry(dir: &Path) -> Result<Option<String>, StoreError> {
         let name = e.map_err(io_err(dir))?.file_name();
         let name = name.to_string_lossy();
         // A shard's run records which shard it is before it starts.
-        if name != DETACH_LOG && name != LOCK && name != SHARD {
+        if name != DETACH_LOG && name != LOCK && name != SHARD && name != PLAN_TMP {
             return Ok(Some(name.into_owned()));
         }
     }
