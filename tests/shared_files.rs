@@ -102,3 +102,75 @@ fn a_sweep_with_a_fifo_as_its_commands_file_exits_on_sigterm() {
     assert_eq!(out.status.code(), Some(130), "{}", said(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run directory whose results file stops answering (the first result's
+/// write hangs, as on a dead mount): the sweep goes on measuring and says
+/// so, a SIGTERM still ends it promptly saying what was not written, and a
+/// resume records every cell exactly once.
+#[test]
+fn a_results_write_that_hangs_holds_no_cell_and_a_signal_still_ends_the_sweep() {
+    use std::io::BufRead;
+    let dir = scratch("stalled-results");
+    let tag = format!("stalled-results-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, two_config_plan("stall", 15, &[64, 128, 256], 4, 12)).unwrap();
+    let run = dir.join("run");
+    let mut child = headless_run(&tag, &plan, &run)
+        // Ten minutes: longer than this test may take.
+        .env("SWEEPTOP_STALL_AT", "results.write:1:600000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every cell is measured and told while the first result's write hangs,
+    // and the hang is said.
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let cell_lines = |seen: &[String]| {
+        seen.iter()
+            .filter(|l| l.contains("/w-ctx") && l.contains("  ok  "))
+            .count()
+    };
+    let said_hang = |seen: &[String]| {
+        seen.iter()
+            .any(|l| l.contains("results.jsonl") && l.contains("has not returned"))
+    };
+    while cell_lines(&seen) < 6 || !said_hang(&seen) {
+        match lines.recv_timeout(Duration::from_secs(120)) {
+            Ok(line) => seen.push(line),
+            Err(e) => panic!("{e}: {}", seen.join("\n")),
+        }
+    }
+    assert!(
+        results(&run).is_empty(),
+        "nothing is written while the write hangs"
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = wait_output(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("did not answer") && stderr.contains("6 result(s) not written"),
+        "{stderr}"
+    );
+    // The results never written run again on resume, each once.
+    let mut resume = sweeptop(&tag);
+    resume
+        .args(["run", "--headless", "--no-gpu", "--resume"])
+        .arg(&run);
+    let out = run_with_deadline(resume, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", said(&out));
+    let by = by_cell(&results(&run));
+    assert_eq!(by.len(), 6);
+    assert!(by.values().all(|r| r.len() == 1 && r[0]["status"] == "ok"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

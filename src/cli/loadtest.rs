@@ -16,7 +16,7 @@ use crate::model::{Failure, Level};
 use crate::plan::{
     Api, Cache, ContextLimit, ForeignGpu, Limits, Overflow, ServerKind, ShortRequests, Workload,
 };
-use crate::store::{RequestsWriter, StoreError};
+use crate::store::{RequestsWriter, StoreError, Written};
 use crate::view::text::metric_lines;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -137,7 +137,7 @@ fn limits(args: &LoadtestArgs) -> Limits {
 /// notes printed with the figures, the raw records to `--records`.
 struct Lone {
     records: Option<RequestsWriter>,
-    finished: Option<std::result::Result<PathBuf, StoreError>>,
+    finished: Option<std::result::Result<Written, StoreError>>,
     notes: Vec<String>,
 }
 
@@ -155,8 +155,8 @@ impl Host for Lone {
         self.records.take()
     }
 
-    fn records_done(&mut self, writer: RequestsWriter) {
-        self.finished = Some(writer.finish());
+    async fn records_done(&mut self, writer: RequestsWriter) {
+        self.finished = Some(writer.finish(std::time::Duration::from_secs(60)).await);
     }
 
     async fn watch<F: Future<Output = CellRun>>(
@@ -253,8 +253,14 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             Judged::Stopped(never) => match never {},
         };
         if let Some(done) = lone.finished.take() {
-            let p = done.context(|| "cannot finish the request records".into())?;
-            eprintln!("request records: {}", p.display());
+            let w = done.context(|| "cannot finish the request records".into())?;
+            if w.left_out > 0 {
+                eprintln!(
+                    "warning: {} request record(s) left out: the disk did not keep up",
+                    w.left_out
+                );
+            }
+            eprintln!("request records: {}", w.path.display());
         }
         report(
             &args,

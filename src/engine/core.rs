@@ -17,7 +17,7 @@ use super::{Bus, EngineError, Request};
 use crate::detect::LogPatterns;
 use crate::model::{CellRecord, Command, Event, Failure, Level, Status, Timestamp};
 use crate::plan::{Cell, Plan};
-use crate::store::{self, RunDir};
+use crate::store::Recorder;
 
 /// What every lane of a sweep shares.
 pub(crate) struct Core {
@@ -33,13 +33,15 @@ pub(crate) struct Core {
     pub(super) sweeptop_exe: PathBuf,
     pub(super) gpu: OnceLock<crate::gpu::Telemetry>,
     pub(super) book: Mutex<Book>,
+    /// Writes the run directory on a thread of its own; asked under the
+    /// book's lock, so the files keep the order the views see.
+    pub(super) recorder: Recorder,
     /// Bumped after every command applied: lanes wake and look.
     pub(super) steer: watch::Sender<u64>,
 }
 
 /// The sweep's mutable state, one lock for all lanes.
 pub(crate) struct Book {
-    pub(super) run: RunDir,
     pub(super) done: HashSet<String>,
     /// The latest status of every recorded cell.
     pub(super) statuses: HashMap<String, Status>,
@@ -70,10 +72,9 @@ pub(crate) struct LaneInfo {
 }
 
 impl Book {
-    /// `server.pid` lists the live servers.
-    fn record_servers(&self) -> Result<(), store::StoreError> {
-        let live: Vec<(u32, u64)> = self.lanes.iter().map(|l| (l.pgid, l.start)).collect();
-        self.run.record_servers(&live)
+    /// The live servers, as `server.pid` lists them.
+    fn servers(&self) -> Vec<(u32, u64)> {
+        self.lanes.iter().map(|l| (l.pgid, l.start)).collect()
     }
 }
 
@@ -89,16 +90,11 @@ impl Core {
     }
 
     pub(super) fn emit(&self, ev: Event) {
-        let mut book = self.book();
+        let _book = self.book();
         if ev.persisted() {
-            if let Err(e) = book.run.append_event(&ev) {
-                // Events are the story, results are the data: keep going, say so.
-                let _ = self.bus.events.send(Event::Notice {
-                    at: Timestamp::now(),
-                    level: Level::Error,
-                    message: format!("cannot write events.jsonl: {e}"),
-                });
-            }
+            // Events are the story, results are the data: one that cannot be
+            // written is told by the recorder, and the sweep goes on.
+            self.recorder.event(&ev);
         }
         // Sent under the lock, so every view sees events in the file's order.
         let _ = self.bus.events.send(ev);
@@ -115,33 +111,25 @@ impl Core {
     /// A server of `config` is live on `gpus`: recorded (for a later
     /// `--resume` to stop), and counted beside every cell running now.
     pub(super) fn server_started(&self, config: &str, gpus: &[u32], pgid: u32, start: u64) {
-        let problem = {
-            let mut book = self.book();
-            book.lanes.retain(|l| l.config != config);
-            book.lanes.push(LaneInfo {
-                config: config.to_string(),
-                gpus: gpus.to_vec(),
-                pgid,
-                start,
-            });
-            // (A cell's own config is left out when it is recorded.)
-            for set in book.beside.values_mut() {
-                set.insert(config.to_string());
-            }
-            book.record_servers().err()
-        };
-        if let Some(e) = problem {
-            self.notice(
-                Level::Warn,
-                format!("cannot record the server's process group: {e}"),
-            );
+        let mut book = self.book();
+        book.lanes.retain(|l| l.config != config);
+        book.lanes.push(LaneInfo {
+            config: config.to_string(),
+            gpus: gpus.to_vec(),
+            pgid,
+            start,
+        });
+        // (A cell's own config is left out when it is recorded.)
+        for set in book.beside.values_mut() {
+            set.insert(config.to_string());
         }
+        self.recorder.servers(book.servers());
     }
 
     pub(super) fn server_stopped(&self, config: &str) {
         let mut book = self.book();
         book.lanes.retain(|l| l.config != config);
-        let _ = book.record_servers();
+        self.recorder.servers(book.servers());
     }
 
     /// A cell starts: the configs live beside it now.
@@ -266,8 +254,8 @@ impl Core {
         Some(book.skips.remove(i).1)
     }
 
-    /// Append one finished cell to `results.jsonl` (fsynced), then tell
-    /// everyone. A record that claims `ok` without tokens is never written as
+    /// Append one finished cell to `results.jsonl` (fsynced, on the
+    /// recorder's thread), then tell everyone. A record that claims `ok` without tokens is never written as
     /// such: it is recorded as `zero_tokens`. A cell that ran carries the
     /// GPUs it ran on and the configs that ran beside it.
     pub(super) fn record(&self, mut record: CellRecord) -> Result<(), EngineError> {
@@ -286,7 +274,7 @@ impl Core {
                     record.gpus = lane.gpus.clone();
                 }
             }
-            book.run.append_result(&record)?;
+            self.recorder.result(&record)?;
             book.done.insert(record.cell.clone());
             book.statuses.insert(record.cell.clone(), record.status);
         }

@@ -115,22 +115,20 @@ impl Launcher<'_> {
     /// directory, and record it (for the GPUs' owners and a later resume).
     fn spawn(&self, config: &Config, line: &CommandLine, attempt: u32) -> Result<Server, Failure> {
         let core = self.core;
-        core.book().run.note_in_log(
-            &config.id,
-            &format!(
-                "# sweeptop {} launch {} of {}: {}",
-                Timestamp::now(),
-                attempt + 1,
-                config.id,
-                line.shown
-            ),
+        let note = format!(
+            "# sweeptop {} launch {} of {}: {}",
+            Timestamp::now(),
+            attempt + 1,
+            config.id,
+            line.shown
         );
-        let log_path = core.book().run.log_path(&config.id);
+        let log_path = crate::store::log_path(&core.run_path, &config.id);
         let server = Server::spawn(Launch {
             argv: &line.argv,
             shell: config.shell,
             env: &line.env,
             log_path: &log_path,
+            log_note: &note,
             log_max_bytes: core.plan.limits.log_max_bytes(),
             config: &config.id,
             patterns: core.patterns.clone(),
@@ -385,11 +383,15 @@ impl Launcher<'_> {
 /// metadata and vocabulary, not gigabytes of weights.
 const MODEL_HEAD_BYTES: u64 = 16 << 20;
 
-/// What the config's log file cut since this was last asked, as notices.
+/// What the config's log file cut since this was last asked, and problems
+/// writing it, as notices.
 pub(super) fn say_log_cuts(core: &Core, config: &str, server: &Server) {
     let cap = core.plan.limits.log_max_bytes();
     for cut in server.take_log_cuts() {
         core.notice(Level::Warn, cut.notice(config, cap));
+    }
+    for problem in server.take_log_problems() {
+        core.notice(Level::Warn, format!("{config}: {problem}"));
     }
 }
 

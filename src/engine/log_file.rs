@@ -5,10 +5,29 @@
 //! of the cap each, the older one emptied when the newer is full. A flooding
 //! server never fills the disk; the classifier still sees every line (it
 //! reads them before they are written here).
+//!
+//! The file is written by a thread of its own ([`LogSink`]): a run directory
+//! on a disk that stalls never holds up the pipe readers (so never the
+//! server's own writes), the classifier, or the runtime. While the disk does
+//! not keep up, lines beyond [`SINK_MAX_QUEUED`] bytes are left out of the file
+//! (classified all the same), and the file says how many where they were.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+/// How many bytes of lines may wait for a disk that stalls before lines are
+/// left out of the file.
+pub const SINK_MAX_QUEUED: u64 = 64 << 20;
+/// How often lines that trickle in are flushed to the file (what `attach` and
+/// `open` read).
+const SINK_FLUSH_EVERY: Duration = Duration::from_millis(500);
 
 /// What a log file says when its head is full, and the notice the sweep
 /// gives, once each.
@@ -131,6 +150,166 @@ impl LogFile {
             t.file.flush()?;
         }
         Ok(())
+    }
+}
+
+/// A config's server log written on a thread of its own.
+pub struct LogSink {
+    lines: std_mpsc::Sender<SinkJob>,
+    shared: Arc<SinkShared>,
+}
+
+enum SinkJob {
+    Line(Vec<u8>),
+    /// Answered once everything sent before is written and flushed.
+    Settle(oneshot::Sender<()>),
+}
+
+#[derive(Default)]
+struct SinkShared {
+    queued_bytes: AtomicU64,
+    /// Lines left out while the queue was full, not yet said in the file.
+    left_out: AtomicU64,
+    /// What the file cut, and problems writing it, for the sweep to tell.
+    cuts: Mutex<Vec<Cut>>,
+    problems: Mutex<Vec<String>>,
+}
+
+impl LogSink {
+    /// The log at `path`, capped at `max_bytes`, its first line `first`
+    /// (which launch this is): opened and written on a thread named
+    /// `server-log`. A file that cannot be opened is a problem to tell, not
+    /// a reason not to launch: the classifier reads the lines either way.
+    pub fn start(path: &Path, max_bytes: u64, first: &str) -> std::io::Result<LogSink> {
+        let (lines, rx) = std_mpsc::channel();
+        let shared = Arc::new(SinkShared::default());
+        let s = shared.clone();
+        let path = path.to_path_buf();
+        let first = first.as_bytes().to_vec();
+        std::thread::Builder::new()
+            .name("server-log".into())
+            .spawn(move || sink_work(&path, max_bytes, &first, &rx, &s))?;
+        Ok(LogSink { lines, shared })
+    }
+
+    /// Queue one line (without its newline); never waits.
+    pub fn line(&self, raw: &[u8]) {
+        let len = raw.len() as u64 + 1;
+        let queued = self.shared.queued_bytes.fetch_add(len, Ordering::SeqCst);
+        if queued + len > SINK_MAX_QUEUED || self.lines.send(SinkJob::Line(raw.to_vec())).is_err() {
+            self.shared.queued_bytes.fetch_sub(len, Ordering::SeqCst);
+            self.shared.left_out.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Wait, at most `limit`, until every line queued before is in the file.
+    pub async fn settle(&self, limit: Duration) -> bool {
+        let (tx, rx) = oneshot::channel();
+        if self.lines.send(SinkJob::Settle(tx)).is_err() {
+            return false;
+        }
+        matches!(tokio::time::timeout(limit, rx).await, Ok(Ok(())))
+    }
+
+    /// What the file cut since the last call, each said once.
+    pub fn take_cuts(&self) -> Vec<Cut> {
+        std::mem::take(&mut *self.shared.cuts.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Problems writing the file since the last call.
+    pub fn take_problems(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .shared
+                .problems
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+}
+
+fn sink_work(
+    path: &Path,
+    max_bytes: u64,
+    first: &[u8],
+    jobs: &std_mpsc::Receiver<SinkJob>,
+    shared: &SinkShared,
+) {
+    let problem = |e: std::io::Error| {
+        shared
+            .problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!(
+                "the server log {} is not written: {e}",
+                path.display()
+            ));
+    };
+    let mut file = match LogFile::open(path, max_bytes) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            problem(e);
+            None
+        }
+    };
+    let write = |file: &mut Option<LogFile>, raw: &[u8]| {
+        let Some(f) = file.as_mut() else { return };
+        match f.write_line(raw) {
+            Ok(cut) => {
+                if let Some(cut) = cut {
+                    shared
+                        .cuts
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(cut);
+                }
+            }
+            Err(e) => {
+                problem(e);
+                *file = None;
+            }
+        }
+    };
+    write(&mut file, first);
+    let mut flushed = Instant::now();
+    loop {
+        let job = match jobs.recv_timeout(SINK_FLUSH_EVERY) {
+            Ok(job) => Some(job),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        let left_out = shared.left_out.swap(0, Ordering::SeqCst);
+        if left_out > 0 {
+            let note = format!(
+                "[sweeptop: {left_out} line(s) left out here: the disk did not keep up (every line was classified)]"
+            );
+            write(&mut file, note.as_bytes());
+        }
+        match job {
+            Some(SinkJob::Line(raw)) => {
+                write(&mut file, &raw);
+                shared
+                    .queued_bytes
+                    .fetch_sub(raw.len() as u64 + 1, Ordering::SeqCst);
+            }
+            Some(SinkJob::Settle(done)) => {
+                if let Some(f) = file.as_mut() {
+                    let _ = f.flush();
+                }
+                flushed = Instant::now();
+                let _ = done.send(());
+            }
+            None => {}
+        }
+        if flushed.elapsed() >= SINK_FLUSH_EVERY {
+            if let Some(f) = file.as_mut() {
+                let _ = f.flush();
+            }
+            flushed = Instant::now();
+        }
+    }
+    if let Some(f) = file.as_mut() {
+        let _ = f.flush();
     }
 }
 

@@ -71,10 +71,21 @@ pub enum Outcome {
 pub enum EngineError {
     #[error("cannot record results, sweep stopped (everything recorded before is intact)")]
     Store(#[from] store::StoreError),
+    #[error("the sweep's end is not recorded")]
+    Unrecorded(#[source] store::Unrecorded),
     #[error("plan pattern")]
     Pattern(#[source] regex::Error),
     #[error("a config's worker stopped unexpectedly: {0}")]
     Lane(#[source] tokio::task::JoinError),
+}
+
+impl From<store::Unrecorded> for EngineError {
+    fn from(e: store::Unrecorded) -> Self {
+        match e {
+            store::Unrecorded::Store(e) => EngineError::Store(e),
+            stuck => EngineError::Unrecorded(stuck),
+        }
+    }
 }
 
 /// The channels the engine talks on.

@@ -12,7 +12,7 @@ use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::{broadcast, watch};
 
-use super::log_file::{Cut, LogFile};
+use super::log_file::{Cut, LogSink};
 use super::process;
 use crate::detect::{self, LineClass, LogPatterns, LogWatch};
 use crate::model::{describe_exit, Event, Failure, FailureKind, LogMark};
@@ -41,8 +41,6 @@ pub struct LogState {
     pub ready_line_seen: bool,
     /// Speculative-decoding acceptance lengths seen since the last `take_accept`.
     pub accept: Vec<f64>,
-    /// What the log file cut since the last [`Server::take_log_cuts`].
-    pub cuts: Vec<Cut>,
 }
 
 pub struct Server {
@@ -55,8 +53,7 @@ pub struct Server {
     /// Set once `stop` ran: the group is gone (or was given up on).
     pub stopped: bool,
     readers: Vec<tokio::task::JoinHandle<()>>,
-    file: Arc<Mutex<LogFile>>,
-    flusher: tokio::task::JoinHandle<()>,
+    sink: Arc<LogSink>,
 }
 
 pub struct Launch<'a> {
@@ -64,6 +61,8 @@ pub struct Launch<'a> {
     pub shell: bool,
     pub env: &'a [(String, String)],
     pub log_path: &'a Path,
+    /// sweeptop's own first line in the log: which launch this is.
+    pub log_note: &'a str,
     /// The log file's cap in bytes (`limits.log_max_mb`; 0: none).
     pub log_max_bytes: u64,
     pub config: &'a str,
@@ -91,14 +90,13 @@ impl Server {
             // is stopped together and a Ctrl-C in our terminal does not reach it.
             .process_group(0)
             .kill_on_drop(false);
-        let file = Arc::new(Mutex::new(LogFile::open(l.log_path, l.log_max_bytes)?));
+        let sink = Arc::new(LogSink::start(l.log_path, l.log_max_bytes, l.log_note)?);
         let mut child = cmd.spawn()?;
         let pgid = child.id().unwrap_or(0);
         let log = Arc::new(Mutex::new(LogState {
             watch: LogWatch::new(l.patterns.clone()),
             ready_line_seen: false,
             accept: Vec::new(),
-            cuts: Vec::new(),
         }));
         let (fatal_tx, fatal_rx) = watch::channel(0u64);
         let fatal_tx = Arc::new(fatal_tx);
@@ -106,13 +104,13 @@ impl Server {
         if let Some(out) = child.stdout.take() {
             readers.push(tokio::spawn(read_lines(
                 out,
-                reader_ctx(&l, &log, &file, &fatal_tx),
+                reader_ctx(&l, &log, &sink, &fatal_tx),
             )));
         }
         if let Some(err) = child.stderr.take() {
             readers.push(tokio::spawn(read_lines(
                 err,
-                reader_ctx(&l, &log, &file, &fatal_tx),
+                reader_ctx(&l, &log, &sink, &fatal_tx),
             )));
         }
         let (exit_tx, exit_rx) = watch::channel(None);
@@ -132,16 +130,6 @@ impl Server {
             };
             let _ = exit_tx.send(Some(info));
         });
-        let flush_file = file.clone();
-        let flusher = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(500));
-            loop {
-                tick.tick().await;
-                if let Ok(mut f) = flush_file.lock() {
-                    let _ = f.flush();
-                }
-            }
-        });
         Ok(Server {
             pgid,
             started: Instant::now(),
@@ -150,8 +138,7 @@ impl Server {
             fatal: fatal_rx,
             stopped: false,
             readers,
-            file,
-            flusher,
+            sink,
         })
     }
 
@@ -195,23 +182,25 @@ impl Server {
             }
         }
         self.drain_logs(Duration::from_secs(2)).await;
-        self.flush();
+        self.settle_log().await;
         how
     }
 
-    pub fn flush(&self) {
-        if let Ok(mut f) = self.file.lock() {
-            let _ = f.flush();
-        }
+    /// Wait (bounded: the disk may hang) until the log file holds every
+    /// line read so far.
+    pub async fn settle_log(&self) {
+        self.sink.settle(Duration::from_secs(5)).await;
     }
 
     /// What the log file cut since the last call (its head filled, old
     /// lines dropped), each said once.
     pub fn take_log_cuts(&self) -> Vec<Cut> {
-        self.log
-            .lock()
-            .map(|mut l| std::mem::take(&mut l.cuts))
-            .unwrap_or_default()
+        self.sink.take_cuts()
+    }
+
+    /// Problems writing the log file since the last call.
+    pub fn take_log_problems(&self) -> Vec<String> {
+        self.sink.take_problems()
     }
 
     pub fn tail(&self, n: usize) -> Vec<String> {
@@ -290,8 +279,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.flusher.abort();
-        self.flush();
+        // The log's thread writes what it holds and ends on its own.
         // Normally stopped already; on an error path never leave a server (and its
         // GPU memory) behind.
         if process::group_alive(self.pgid) {
@@ -303,7 +291,7 @@ impl Drop for Server {
 struct ReaderCtx {
     config: String,
     log: Arc<Mutex<LogState>>,
-    file: Arc<Mutex<LogFile>>,
+    sink: Arc<LogSink>,
     fatal: Arc<watch::Sender<u64>>,
     ready_line: Option<String>,
     logs: broadcast::Sender<Event>,
@@ -312,13 +300,13 @@ struct ReaderCtx {
 fn reader_ctx(
     l: &Launch<'_>,
     log: &Arc<Mutex<LogState>>,
-    file: &Arc<Mutex<LogFile>>,
+    sink: &Arc<LogSink>,
     fatal: &Arc<watch::Sender<u64>>,
 ) -> ReaderCtx {
     ReaderCtx {
         config: l.config.to_string(),
         log: log.clone(),
-        file: file.clone(),
+        sink: sink.clone(),
         fatal: fatal.clone(),
         ready_line: l.ready_line.clone(),
         logs: l.logs.clone(),
@@ -360,21 +348,14 @@ async fn read_lines<R: AsyncRead + Unpin>(pipe: R, ctx: ReaderCtx) {
     if !line.is_empty() {
         handle_line(&ctx, &line);
     }
-    if let Ok(mut f) = ctx.file.lock() {
-        let _ = f.flush();
-    }
 }
 
 fn handle_line(ctx: &ReaderCtx, raw: &[u8]) {
-    let cut = match ctx.file.lock() {
-        Ok(mut f) => f.write_line(raw).ok().flatten(),
-        Err(_) => None,
-    };
+    ctx.sink.line(raw);
     let text = String::from_utf8_lossy(raw);
     let text = text.trim_end_matches('\r');
     let mark = {
         let Ok(mut st) = ctx.log.lock() else { return };
-        st.cuts.extend(cut);
         let class = st.watch.push(text);
         let ready_line = ctx.ready_line.as_deref().is_some_and(|r| text.contains(r));
         if ready_line {

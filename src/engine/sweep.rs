@@ -19,6 +19,12 @@ use crate::model::{Event, Level, RunState, Status, Timestamp};
 use crate::plan::Plan;
 use crate::store::{self, RunDir};
 
+/// How long the end of a sweep waits for the run directory to take what is
+/// still queued for it: longer after the last cell (the results are the
+/// data), shorter when the user or a signal stopped it (it must exit).
+const END_DEADLINE_FINISHED: Duration = Duration::from_secs(60);
+const END_DEADLINE_INTERRUPTED: Duration = Duration::from_secs(10);
+
 /// A sweep, ready to run.
 pub struct Engine {
     core: Arc<Core>,
@@ -56,19 +62,36 @@ impl Engine {
         }
         let mut run = run;
         let repairs = std::mem::take(&mut run.repairs);
+        let run_path = run.path.clone();
+        let tell = {
+            let events = bus.events.clone();
+            Box::new(move |level, message| {
+                let _ = events.send(Event::Notice {
+                    at: Timestamp::now(),
+                    level,
+                    message,
+                });
+            })
+        };
+        let recorder = store::Recorder::start(run, tell).map_err(|e| {
+            EngineError::Store(store::StoreError::Io {
+                path: run_path.clone(),
+                source: e,
+            })
+        })?;
         let core = Core {
             plan,
             patterns: Arc::new(patterns),
             seq: Arc::new(AtomicU64::new(0)),
             http: crate::load::http_client(),
             run_tag,
-            run_path: run.path.clone(),
+            run_path,
+            recorder,
             sweeptop_exe: opts.sweeptop_exe,
             gpu: OnceLock::new(),
             steer: watch::channel(0).0,
             bus,
             book: Mutex::new(Book {
-                run,
                 done,
                 statuses,
                 excluded: HashSet::new(),
@@ -135,7 +158,7 @@ impl Engine {
                 );
             }
         }
-        let _ = core.book().run.record_servers(&[]);
+        core.recorder.servers(Vec::new());
         // Servers of this run that were never recorded (killed between their
         // start and `server.pid`), found by their tag.
         for pgid in process::tagged_groups(&core.run_tag) {
@@ -154,8 +177,8 @@ impl Engine {
                 }
             })
         };
+        let watchdog = tokio::spawn(watch_run_dir(core.clone()));
         let flow = schedule::schedule(core.clone()).await;
-        dispatcher.abort();
         if let Some(g) = core.gpu() {
             // One sample after the last server stopped, so views end on the
             // GPUs' real state rather than the last busy sample.
@@ -167,7 +190,10 @@ impl Engine {
                     at: Timestamp::now(),
                     reason: "quit".to_string(),
                 });
-                core.book().run.set_state(RunState::Interrupted)?;
+                let end = record_end(&core, RunState::Interrupted).await;
+                dispatcher.abort();
+                watchdog.abort();
+                end?;
                 Ok(Outcome::Interrupted)
             }
             Flow::Continue => {
@@ -187,9 +213,80 @@ impl Engine {
                     failed,
                     skipped,
                 });
-                core.book().run.set_state(RunState::Finished)?;
+                let end = record_end(&core, RunState::Finished).await;
+                dispatcher.abort();
+                watchdog.abort();
+                end?;
                 Ok(Outcome::Finished)
             }
+        }
+    }
+}
+
+/// Record the sweep's end once everything before it is written, waiting a
+/// while for a disk that stalls; a quit (a signal, `q`) meanwhile cuts the
+/// wait to the short deadline: the process must exit.
+async fn record_end(core: &Core, state: RunState) -> Result<(), store::Unrecorded> {
+    let limit = match state {
+        RunState::Finished => END_DEADLINE_FINISHED,
+        _ => END_DEADLINE_INTERRUPTED,
+    };
+    let mut steer = core.steer.subscribe();
+    let finish = core.recorder.finish(state, limit);
+    tokio::pin!(finish);
+    loop {
+        tokio::select! {
+            end = &mut finish => return end,
+            changed = steer.changed() => {
+                if changed.is_err() || core.quitting() {
+                    let short = tokio::time::timeout(END_DEADLINE_INTERRUPTED, &mut finish).await;
+                    return short.unwrap_or_else(|_| Err(store::Unrecorded::Stuck {
+                        limit: END_DEADLINE_INTERRUPTED,
+                        results_waiting: core.recorder.results_waiting(),
+                    }));
+                }
+            }
+        }
+    }
+}
+
+/// Tell when a write to the run directory has not returned for a while (a
+/// hung mount, a failing disk), and when it answers again: the sweep goes on
+/// meanwhile, its results queued.
+async fn watch_run_dir(core: Arc<Core>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut told: Option<store::Stall> = None;
+    loop {
+        tick.tick().await;
+        let now = core.recorder.stalled(store::shared::FILE_DEADLINE);
+        match (now, told) {
+            (Some(s), None) => {
+                core.notice(
+                    Level::Warn,
+                    format!(
+                        "writing {} in {} has not returned for {:.0} s (a hung mount or a failing disk?): \
+                         the sweep goes on, {} result(s) wait to be written",
+                        s.file,
+                        core.run_path.display(),
+                        s.for_s,
+                        s.results_waiting
+                    ),
+                );
+                told = Some(s);
+            }
+            (None, Some(s)) => {
+                core.notice(
+                    Level::Info,
+                    format!(
+                        "{} answers again (a write to {} took over {:.0} s)",
+                        core.run_path.display(),
+                        s.file,
+                        s.for_s
+                    ),
+                );
+                told = None;
+            }
+            _ => {}
         }
     }
 }

@@ -88,7 +88,8 @@ impl Host for Watch<'_> {
             0 => self.cell.id.clone(),
             k => format!("{}.rep{}", self.cell.id, k + 1),
         };
-        let writer = self.core.book().run.requests_writer(&name);
+        let writer =
+            RequestsWriter::create(crate::store::requests_path(&self.core.run_path, &name));
         match writer {
             Ok(w) => Some(w),
             Err(e) => {
@@ -102,13 +103,25 @@ impl Host for Watch<'_> {
         }
     }
 
-    fn records_done(&mut self, writer: RequestsWriter) {
-        if let Err(e) = writer.finish() {
-            self.notice(
+    /// Waited for only briefly: the cell's figures do not depend on the
+    /// file, and a disk that hangs must not hold the sweep.
+    async fn records_done(&mut self, writer: RequestsWriter) {
+        match writer.finish(crate::store::shared::FILE_DEADLINE).await {
+            Ok(w) if w.left_out > 0 => self.notice(
+                Level::Warn,
+                About::Cell,
+                format!(
+                    "{} raw request record(s) left out of {}: the disk did not keep up",
+                    w.left_out,
+                    w.path.display()
+                ),
+            ),
+            Ok(_) => {}
+            Err(e) => self.notice(
                 Level::Warn,
                 About::Cell,
                 format!("raw request records not kept: {e}"),
-            );
+            ),
         }
     }
 

@@ -1,7 +1,8 @@
 //! Where the crash-consistency test kills the process
 //! (`SWEEPTOP_CRASH_AT=POINT[:N]`, the N-th time the point is reached, 1 by
 //! default): SIGKILL, as `kill -9` would, at the worst moments of writing the
-//! run directory. Without the variable a point is one load of a cached `None`.
+//! run directory; and where it stalls a write (`SWEEPTOP_STALL_AT`). Without
+//! the variables a point is one load of a cached `None`.
 
 use std::io::Write;
 
@@ -19,6 +20,29 @@ pub(super) fn crash_torn(point: &str, w: &mut impl Write, bytes: &[u8]) {
         let _ = w.write_all(&bytes[..bytes.len() / 2]);
         let _ = w.flush();
         die();
+    }
+}
+
+/// Stall here when the test asked for this point
+/// (`SWEEPTOP_STALL_AT=POINT:N:MS`: the N-th time it is reached, for MS
+/// milliseconds), as a write on a hung mount would.
+pub(super) fn stall_point(point: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static AT: OnceLock<Option<(String, u64, u64)>> = OnceLock::new();
+    static HITS: AtomicU64 = AtomicU64::new(0);
+    let at = AT.get_or_init(|| {
+        let v = std::env::var("SWEEPTOP_STALL_AT").ok()?;
+        let mut it = v.split(':');
+        let name = it.next()?.to_string();
+        let n = it.next()?.parse().ok()?;
+        let ms = it.next()?.parse().ok()?;
+        Some((name, n, ms))
+    });
+    if let Some((name, n, ms)) = at {
+        if name == point && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *n {
+            std::thread::sleep(std::time::Duration::from_millis(*ms));
+        }
     }
 }
 

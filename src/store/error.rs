@@ -13,6 +13,9 @@ pub enum StoreError {
     Io { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Invalid(#[from] Invalid),
+    /// A write that failed earlier, asked about again.
+    #[error(transparent)]
+    Earlier(std::sync::Arc<StoreError>),
 }
 
 /// A directory or a file in it that is not what was asked for.

@@ -5,7 +5,8 @@
 //! for `run.json`), the habits every file is written and read with (`file`,
 //! and `crash` for the crash-consistency test's kill points), reading
 //! results, events and GPU samples back (`results`, `events`, `gpu_log`,
-//! `requests`), sweep directories ([`sweep`]) and following their shards
+//! `requests`), the open run's writes on a thread of their own
+//! ([`Recorder`]), sweep directories ([`sweep`]) and following their shards
 //! ([`tail`]), the runs under a folder ([`runs`]), and work on files on
 //! shared paths that may hang or never end ([`shared`]).
 
@@ -16,6 +17,7 @@ mod file;
 mod gpu_log;
 mod lock;
 mod meta;
+mod recorder;
 mod requests;
 mod results;
 mod run_dir;
@@ -31,9 +33,12 @@ pub use file::{sha256_file, sha256_head};
 pub use gpu_log::{read_gpu, GpuLog};
 pub use lock::is_locked;
 pub use meta::{is_run_dir, read_meta, rebuild_meta, run_meta};
-pub use requests::{read_requests, RequestsWriter};
+pub use recorder::{Recorder, Stall, Tell, Unrecorded};
+pub use requests::{read_requests, RequestsWriter, Written};
 pub use results::{read_results, Results};
-pub use run_dir::{check_new_run_dir, default_dir, make_run_dir, recorded_servers, RunDir};
+pub use run_dir::{
+    check_new_run_dir, default_dir, log_path, make_run_dir, recorded_servers, requests_path, RunDir,
+};
 
 pub const RESULTS: &str = "results.jsonl";
 pub const EVENTS: &str = "events.jsonl";

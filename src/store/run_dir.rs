@@ -6,7 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::crash::{crash_point, crash_torn};
+use super::crash::{crash_point, crash_torn, stall_point};
 use super::error::{io_err, Invalid, StoreError};
 use super::file::{repair_tail, write_synced};
 use super::lock::lock;
@@ -136,6 +136,7 @@ impl RunDir {
         let mut line = text::to_json_line(record).map_err(Invalid::encode("result"))?;
         line.push(b'\n');
         let p = self.path.join(RESULTS);
+        stall_point("results.write");
         crash_torn("results.torn", &mut self.results, &line);
         self.results.write_all(&line).map_err(io_err(&p))?;
         crash_point("results.unsynced");
@@ -159,27 +160,11 @@ impl RunDir {
     /// Where a cell's raw per-request timelines go (`requests/<cell>.jsonl`),
     /// written as requests finish, so any metric can be recomputed later.
     pub fn requests_writer(&self, cell: &str) -> Result<RequestsWriter, StoreError> {
-        RequestsWriter::create(
-            self.path
-                .join(REQUESTS)
-                .join(format!("{}.jsonl", cell.replace('/', "__"))),
-        )
+        RequestsWriter::create(requests_path(&self.path, cell))
     }
 
     pub fn log_path(&self, config: &str) -> PathBuf {
-        self.path.join(LOGS).join(format!("{config}.log"))
-    }
-
-    /// A line of sweeptop's own in a config's server log (which launch this
-    /// is, with its command). Best effort: the log is evidence, not results.
-    pub fn note_in_log(&self, config: &str, line: &str) {
-        if let Ok(mut f) = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path(config))
-        {
-            let _ = writeln!(f, "{line}");
-        }
+        log_path(&self.path, config)
     }
 
     /// Record where the run stands. A resume of a finished run that recorded
@@ -215,6 +200,17 @@ impl RunDir {
             .collect();
         write_synced(&self.path.join(SERVER_PID), text.as_bytes())
     }
+}
+
+/// A config's server log in the run directory at `run`.
+pub fn log_path(run: &Path, config: &str) -> PathBuf {
+    run.join(LOGS).join(format!("{config}.log"))
+}
+
+/// Where a cell's raw per-request records go in the run directory at `run`.
+pub fn requests_path(run: &Path, cell: &str) -> PathBuf {
+    run.join(REQUESTS)
+        .join(format!("{}.jsonl", cell.replace('/', "__")))
 }
 
 /// The server process groups an earlier run left recorded: (pgid, start time).

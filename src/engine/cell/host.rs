@@ -26,8 +26,8 @@ pub(crate) trait Host {
     fn notice(&mut self, level: Level, about: About, message: String);
     /// Where a repetition's raw request records go, if anywhere.
     fn records(&mut self, repetition: u32) -> Option<RequestsWriter>;
-    /// A repetition's records are all written.
-    fn records_done(&mut self, writer: RequestsWriter);
+    /// A repetition's records are all sent: the file is finished.
+    async fn records_done(&mut self, writer: RequestsWriter);
     /// The measured requests, run to their end or cut short.
     async fn watch<F: Future<Output = CellRun>>(
         &mut self,

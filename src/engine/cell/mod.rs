@@ -185,7 +185,7 @@ async fn measure<H: Host>(
         host.watch(requests).await?
     };
     if let Some(w) = records.take() {
-        host.records_done(w);
+        host.records_done(w).await;
     }
     let lingered = pool.take_lingering(std::time::Duration::from_secs(1)).await;
     if lingered > 0 {
