@@ -17,6 +17,7 @@ use crate::control::{Connection, ServerMsg};
 use crate::engine::{Bus, Request};
 use crate::model::{Command, Event};
 use crate::plan::Plan;
+use crate::store::shared::{FileWork, FILE_DEADLINE};
 use crate::store::tail::{SweepTail, TAIL_POLL};
 use crate::store::{self, sweep::SweepMeta};
 use crate::view::shards::ShardGpus;
@@ -269,11 +270,46 @@ fn dashboard(dir: &Path, view_args: &ViewArgs) -> Result<u8> {
 /// A sweep directory's shards as one stream of events, followed through
 /// their files (there is no socket between machines): their GPU panels
 /// merged into one, and the shard each config started on remembered so
-/// that keys reach the right shard.
+/// that keys reach the right shard. The files are read on a thread of their
+/// own with a deadline: a sweep directory on a mount that hangs is said, and
+/// the view (its keys, its exit) never waits on it.
 struct SweepFeed {
+    files: Arc<std::sync::Mutex<FeedFiles>>,
+    work: FileWork<Polled>,
+    router: ShardRouter,
+    /// Whether the files' not answering was said (and not yet their answer).
+    stuck_told: bool,
+}
+
+/// What is read from the shards' files.
+struct FeedFiles {
     tail: SweepTail,
     gpus: ShardGpus,
-    router: ShardRouter,
+}
+
+/// One poll: events with the shard they came from (none: the merged GPU
+/// panel), and the sweep's end once it ended.
+#[derive(Default)]
+struct Polled {
+    events: Vec<(Option<u32>, Event)>,
+    end: Option<Event>,
+}
+
+impl FeedFiles {
+    fn poll(&mut self) -> Polled {
+        // GPUs first: a config starting is numbered on the panel of its host.
+        let mut events: Vec<(Option<u32>, Event)> = self
+            .gpus
+            .update(self.tail.poll_gpus())
+            .into_iter()
+            .map(|ev| (None, ev))
+            .collect();
+        for (shard, ev) in self.tail.poll_events() {
+            events.push((Some(shard), self.gpus.renumber(ev)));
+        }
+        let end = self.tail.ended();
+        Polled { events, end }
+    }
 }
 
 impl SweepFeed {
@@ -284,22 +320,61 @@ impl SweepFeed {
         let mut tail = SweepTail::new(dir);
         let mut gpus = ShardGpus::new(dir, shard_of);
         gpus.update(tail.poll_gpus());
-        SweepFeed { tail, gpus, router }
+        SweepFeed {
+            files: Arc::new(std::sync::Mutex::new(FeedFiles { tail, gpus })),
+            work: FileWork::new("attach-files"),
+            router,
+            stuck_told: false,
+        }
     }
 
-    /// What the shards wrote since the last poll, as events (log lines too).
-    fn poll(&mut self) -> Vec<Event> {
-        // GPUs first: a config starting is numbered on the panel of its host.
-        let mut out: Vec<Event> = self
-            .gpus
-            .update(self.tail.poll_gpus())
-            .into_iter()
-            .collect();
-        for (shard, ev) in self.tail.poll_events() {
-            self.router.note(shard, &ev);
-            out.push(self.gpus.renumber(ev));
+    /// What the shards wrote since the last poll, as events (log lines too,
+    /// and a notice when the files stop or start answering), and the
+    /// sweep's end once it ended.
+    async fn poll(&mut self, dir: &Path) -> (Vec<Event>, Option<Event>) {
+        let files = self.files.clone();
+        let polled = self
+            .work
+            .run(FILE_DEADLINE, move || {
+                files.lock().unwrap_or_else(|p| p.into_inner()).poll()
+            })
+            .await;
+        let notice = |level, message| Event::Notice {
+            at: crate::model::Timestamp::now(),
+            level,
+            message,
+        };
+        let mut out = Vec::new();
+        let polled = match polled {
+            Ok(p) => {
+                if std::mem::take(&mut self.stuck_told) {
+                    out.push(notice(
+                        crate::model::Level::Info,
+                        format!("{} answers again", dir.display()),
+                    ));
+                }
+                p
+            }
+            Err(stuck) => {
+                if !std::mem::replace(&mut self.stuck_told, true) {
+                    out.push(notice(
+                        crate::model::Level::Warn,
+                        format!(
+                            "the sweep's files in {}: {stuck}; the view waits for them",
+                            dir.display()
+                        ),
+                    ));
+                }
+                Polled::default()
+            }
+        };
+        for (shard, ev) in polled.events {
+            if let Some(shard) = shard {
+                self.router.note(shard, &ev);
+            }
+            out.push(ev);
         }
-        out
+        (out, polled.end)
     }
 }
 
@@ -318,21 +393,22 @@ fn sweep_view(dir: &Path, view_args: &ViewArgs, headless: bool) -> Result<u8> {
     rt.block_on(async move {
         let feed = SweepFeed::new(dir, &meta, &plan);
         match setup {
-            None => sweep_lines(feed).await,
+            None => sweep_lines(dir, feed).await,
             Some(setup) => sweep_dashboard(dir, &meta, Arc::new(plan), feed, setup).await,
         }
     })
 }
 
 /// Line progress of a sweep directory until the sweep ends.
-async fn sweep_lines(mut feed: SweepFeed) -> Result<u8> {
+async fn sweep_lines(dir: &Path, mut feed: SweepFeed) -> Result<u8> {
     loop {
-        for ev in feed.poll() {
+        let (events, end) = feed.poll(dir).await;
+        for ev in events {
             if let Some(l) = crate::view::text::line(&ev) {
                 super::print(&format!("{l}\n"))?;
             }
         }
-        if let Some(end) = feed.tail.ended() {
+        if let Some(end) = end {
             if let Some(l) = crate::view::text::line(&end) {
                 super::print(&format!("{l}\n"))?;
             }
@@ -361,11 +437,14 @@ async fn sweep_dashboard(
         cells: plan.cells.len(),
         already_done: 0,
     });
-    for ev in store::read_events(dir) {
-        view.apply(&feed.gpus.renumber(ev));
-    }
-    if let Some(snapshot) = feed.gpus.merged() {
-        view.apply(&Event::Gpu { snapshot });
+    {
+        let files = feed.files.lock().unwrap_or_else(|p| p.into_inner());
+        for ev in store::read_events(dir) {
+            view.apply(&files.gpus.renumber(ev));
+        }
+        if let Some(snapshot) = files.gpus.merged() {
+            view.apply(&Event::Gpu { snapshot });
+        }
     }
     let mut results = store::read_results(dir).map_err(super::store_error)?;
     results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
@@ -389,10 +468,11 @@ async fn sweep_dashboard(
                 if dashboard.is_finished() {
                     break;
                 }
-                for ev in feed.poll() {
+                let (events, end) = feed.poll(dir).await;
+                for ev in events {
                     publish(&bus, ev);
                 }
-                if let Some(end) = feed.tail.ended() {
+                if let Some(end) = end {
                     let _ = bus.events.send(end);
                     break;
                 }

@@ -20,14 +20,38 @@ pub(super) fn failure(message: String) -> Failure {
     )
 }
 
+/// How long a `requires` path may take to answer whether it exists.
+const REQUIRES_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Whether `path` exists, asked on the blocking pool: a model on a network
+/// mount that hangs holds a pool thread, never the runtime. `None`: no
+/// answer within [`REQUIRES_DEADLINE`].
+async fn path_exists(path: &str) -> Option<bool> {
+    let p = Path::new(path).to_path_buf();
+    let asked = tokio::task::spawn_blocking(move || p.exists());
+    tokio::time::timeout(REQUIRES_DEADLINE, asked)
+        .await
+        .ok()
+        .map(|answer| answer.unwrap_or(false))
+}
+
 /// Check a config before its launch on `gpus`; the port to start it on.
 pub(super) async fn check(core: &Core, config: &Config, gpus: &[u32]) -> Result<u16, Failure> {
     for path in &config.requires {
-        if !Path::new(path).exists() {
-            return Err(failure(format!(
-                "required path {path} does not exist{}",
-                crate::plan::missing_path_hint(path)
-            )));
+        match path_exists(path).await {
+            Some(true) => {}
+            Some(false) => {
+                return Err(failure(format!(
+                    "required path {path} does not exist{}",
+                    crate::plan::missing_path_hint(path)
+                )))
+            }
+            None => {
+                return Err(failure(format!(
+                    "required path {path} did not answer within {} s (a hung mount?)",
+                    REQUIRES_DEADLINE.as_secs()
+                )))
+            }
         }
     }
     foreign_gpu_processes(core, config, gpus).await?;
