@@ -154,3 +154,111 @@ fn times_and_rates_that_make_no_sense_are_refused_before_anything_is_sent() {
         assert!(err.starts_with("error: invalid value"), "{bad}: {err}");
     }
 }
+
+/// A free port on loopback (nothing listens on it once returned).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn sim(tag: &str, port: u16, extra: &[&str]) -> std::process::Child {
+    sweeptop(tag)
+        .args(["sim-server", "--port", &port.to_string()])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_server_that_is_not_there_is_one_error_line_not_a_table_of_zeros() {
+    let port = free_port();
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "loadtest",
+        &format!("http://127.0.0.1:{port}"),
+        "--requests",
+        "4",
+    ]);
+    let out = run_with_deadline(cmd, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(out.stdout.is_empty(), "no figures at all");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot be reached")
+            && err.contains("refused")
+            && err.contains("--wait-ready"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wait_ready_waits_for_a_server_still_loading() {
+    let port = free_port();
+    let tag = format!("loadtest-wait-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
+    // Answers 503 until its start-up is done, as a loading server does.
+    let mut server = sim(&tag, port, &["--startup-ms", "1500", "--itl-ms", "1"]);
+    wait_until(Duration::from_secs(20), "the server to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let url = format!("http://127.0.0.1:{port}");
+    let mut cmd = Command::new(bin());
+    cmd.args(["loadtest", &url, "--requests", "2", "--max-tokens", "4"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(1) {
+        // Still loading when asked: said with what it answered.
+        assert!(err.contains("is not ready") && err.contains("503"), "{err}");
+    }
+    let mut cmd = Command::new(bin());
+    cmd.args(["loadtest", &url, "--requests", "2", "--max-tokens", "4"])
+        .args(["--wait-ready", "60"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(90));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("output tok/s"));
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn every_request_refused_is_said_once_with_its_count_and_no_figures() {
+    let port = free_port();
+    let tag = format!("loadtest-refused-{}", std::process::id());
+    let _cleanup = KillTagged(tag.clone());
+    let mut server = sim(
+        &tag,
+        port,
+        &["--max-model-len", "128", "--startup-ms", "10"],
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let mut cmd = Command::new(bin());
+    cmd.args([
+        "loadtest",
+        &url,
+        "--requests",
+        "4",
+        "--prompt-tokens",
+        "200",
+    ])
+    .args(["--wait-ready", "30"]);
+    let out = run_with_deadline(cmd, Duration::from_secs(90));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        !stdout.contains("TTFT") && !stdout.contains("tok/s"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("all 4 requests failed"), "{stdout}");
+    let said: Vec<&str> = stdout.lines().filter(|l| l.contains("HTTP 400")).collect();
+    assert_eq!(said.len(), 1, "{stdout}");
+    assert!(said[0].ends_with("(×4)"), "{stdout}");
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -74,7 +74,7 @@ id = "p"
         );
     }
     assert!(
-        stdout.contains("measuring prompts with the plan's tokenizer"),
+        stdout.contains("measuring prompts with the tokenizer server.tokenizer names"),
         "{stdout}"
     );
     assert!(stdout.contains("prompt lengths are estimated"), "{stdout}");

@@ -65,6 +65,11 @@ pub struct LoadtestArgs {
     /// Seconds one request may take (above 0).
     #[arg(long, default_value_t = 600.0, value_parser = seconds)]
     pub request_timeout: f64,
+    /// Wait up to this many seconds for the server to be ready (its
+    /// /v1/models answering 200) before measuring; without it a server that
+    /// is not ready is an error at once.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub wait_ready: Option<f64>,
 }
 
 /// A number above 0.
@@ -188,6 +193,12 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
     let rt = super::runtime(2)?;
     rt.block_on(async move {
         let probe = load::http_client();
+        // A server that cannot be measured is the measurement's failure
+        // (exit 1, as when every request fails), said in one line.
+        if let Err(why) = wait_ready(&probe, &base, args.wait_ready).await {
+            eprintln!("error: {}", display(&why));
+            return Ok(1);
+        }
         let preset = ServerKind::Openai.preset();
         let about = load::about(&probe, &base, preset).await;
         for why in &about.refused {
@@ -219,7 +230,8 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
             preset.flush,
             args.tokenizer.clone(),
         )
-        .knowing(&about);
+        .knowing(&about)
+        .tokenizer_named_by("--tokenizer");
         let records = match &args.records {
             Some(p) => Some(
                 RequestsWriter::create(p.clone()).map_err(|e| user(format!("--records: {e}")))?,
@@ -273,6 +285,78 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
     })
 }
 
+/// How often a server that is not ready is asked again.
+const READY_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether the server is ready: its `/v1/models` answering 200. Not ready
+/// is one error line (what it answered, or why it could not be reached)
+/// after `wait` seconds (none: at once), never a table of zeros.
+async fn wait_ready(
+    client: &reqwest::Client,
+    base: &str,
+    wait: Option<f64>,
+) -> std::result::Result<(), String> {
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let limit = Duration::from_secs_f64(wait.unwrap_or(0.0));
+    let url = format!("{base}/v1/models");
+    let mut said_waiting = false;
+    loop {
+        let why = match tokio::time::timeout(Duration::from_secs(5), client.get(&url).send()).await
+        {
+            Ok(Ok(r)) if r.status().is_success() => {
+                if said_waiting {
+                    eprintln!("ready after {:.1} s", start.elapsed().as_secs_f64());
+                }
+                return Ok(());
+            }
+            Ok(Ok(mut r)) => {
+                let status = r.status();
+                // The first piece of the body says why (`Loading model`).
+                let first = tokio::time::timeout(Duration::from_secs(2), r.chunk()).await;
+                let body = match first {
+                    Ok(Ok(Some(b))) => String::from_utf8_lossy(&b).into_owned(),
+                    _ => String::new(),
+                };
+                let said: String = display(body.trim()).chars().take(200).collect();
+                let said = if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({said})")
+                };
+                format!("is not ready: /v1/models answered {status}{said}")
+            }
+            Ok(Err(e)) => format!("cannot be reached: {}", root_cause(&e)),
+            Err(_) => "did not answer /v1/models within 5 s".to_string(),
+        };
+        if start.elapsed() >= limit {
+            let hint = match wait {
+                Some(w) => format!("waited {w} s"),
+                None => "start it, or wait for it with --wait-ready SECONDS".into(),
+            };
+            return Err(format!("{base} {why}; {hint}"));
+        }
+        if !said_waiting {
+            eprintln!(
+                "waiting up to {:.0} s for {base} to be ready ({why})",
+                limit.as_secs_f64()
+            );
+            said_waiting = true;
+        }
+        tokio::time::sleep(READY_POLL).await;
+    }
+}
+
+/// The innermost of an error's causes (`Connection refused (os error
+/// 111)`), which says more than reqwest's own `error sending request`.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
 /// Print the cell's figures (JSON with `--json`); exit 1 when a request
 /// failed or no token came.
 fn report(
@@ -286,20 +370,30 @@ fn report(
     let Measurement {
         metrics, warnings, ..
     } = measurement;
-    let errors: Vec<String> = measurement
-        .run
-        .stats
-        .errors
+    // Each distinct error once, with how many requests it ended.
+    let mut errors: Vec<(String, usize)> = Vec::new();
+    for e in &measurement.run.stats.errors {
+        let message = crate::detect::request_failure(e).message;
+        match errors.iter_mut().find(|(m, _)| *m == message) {
+            Some((_, n)) => *n += 1,
+            None => errors.push((message, 1)),
+        }
+    }
+    errors.truncate(5);
+    let error_lines: Vec<String> = errors
         .iter()
-        .map(|e| crate::detect::request_failure(e).message)
-        .take(5)
+        .map(|(m, n)| match n {
+            1 => m.clone(),
+            n => format!("{m} (×{n})"),
+        })
         .collect();
+    let none_answered = metrics.requests > 0 && metrics.failed_requests >= metrics.requests;
     if args.json {
         let mut v = serde_json::to_value(metrics)?;
         v["prompt_tokens_target"] = args.prompt_tokens.into();
         v["prompt_tokens_measured"] = measured.into();
         v["context_limit"] = limit.into();
-        v["errors"] = errors.into();
+        v["errors"] = error_lines.clone().into();
         v["ttft_gap_ms"] = metrics.ttft_gap_ms().into();
         v["warnings"] = serde_json::to_value(warnings)?;
         v["notes"] = notes.to_vec().into();
@@ -315,8 +409,11 @@ fn report(
         // What a lone cell cannot measure (GPU figures, acceptance
         // length without speculative decoding) is left out; the client −
         // server TTFT gap is one of the lines when the server gave its TTFT.
-        for (name, value) in metric_lines(metrics, false) {
-            text.push_str(&format!("{name:<20} {value}\n"));
+        // Without one answered request there is nothing to show but why.
+        if !none_answered {
+            for (name, value) in metric_lines(metrics, false) {
+                text.push_str(&format!("{name:<20} {value}\n"));
+            }
         }
         for w in warnings {
             text.push_str(&format!("warning: {}\n", display(&w.message)));
@@ -324,8 +421,14 @@ fn report(
         for n in notes {
             text.push_str(&format!("note: {}\n", display(n)));
         }
-        for e in &errors {
+        for e in &error_lines {
             text.push_str(&format!("error: {}\n", display(e)));
+        }
+        if none_answered {
+            text.push_str(&format!(
+                "error: all {} requests failed: no figures\n",
+                metrics.requests
+            ));
         }
         super::print(&text)?;
     }

@@ -64,6 +64,7 @@ impl Measure {
         client: &reqwest::Client,
         target: &super::Target,
         local: Option<&Path>,
+        setting: &str,
     ) -> (Measure, Option<String>) {
         let probe = Tags::default().apply(0, "Hello, how are you today?");
         // The request's own shape first; llama.cpp wants `content`.
@@ -94,9 +95,9 @@ impl Measure {
             Err(e) => e,
         };
         match local.map(LocalTokenizer::load) {
-            Some(Ok(t)) => (Measure::Local(t), Some(format!("no server tokenizer ({why}); measuring prompts with the plan's tokenizer"))),
+            Some(Ok(t)) => (Measure::Local(t), Some(format!("no server tokenizer ({why}); measuring prompts with the tokenizer {setting} names"))),
             Some(Err(e)) => (Measure::Estimate, Some(format!("no server tokenizer ({why}) and {e}; prompt lengths are estimated (~4 characters per token)"))),
-            None => (Measure::Estimate, Some(format!("no server tokenizer ({why}); prompt lengths are estimated (~4 characters per token); name a tokenizer.json with server.tokenizer"))),
+            None => (Measure::Estimate, Some(format!("no server tokenizer ({why}); prompt lengths are estimated (~4 characters per token); name a tokenizer.json with {setting}"))),
         }
     }
 

@@ -44,6 +44,8 @@ pub(crate) struct Session {
     flush_paths: &'static [&'static str],
     /// A local `tokenizer.json` for a server without `/tokenize`.
     tokenizer: Option<PathBuf>,
+    /// Where the user names one (`server.tokenizer`, `--tokenizer`), for hints.
+    tokenizer_setting: &'static str,
     /// How its prompts are measured (chosen at its first cell).
     measure: Option<Measure>,
     /// The request tags that cost the same with its tokenizer (chosen with
@@ -75,12 +77,19 @@ impl Session {
             seq,
             flush_paths,
             tokenizer,
+            tokenizer_setting: "server.tokenizer",
             measure: None,
             tags: Tags::default(),
             prompts: HashMap::new(),
             flush: None,
             said_no_metrics: false,
         }
+    }
+
+    /// Where the user names a tokenizer, as hints say it.
+    pub fn tokenizer_named_by(mut self, setting: &'static str) -> Session {
+        self.tokenizer_setting = setting;
+        self
     }
 
     /// What the server said of itself that its cells are judged with: its
@@ -122,8 +131,13 @@ impl Session {
             )
         })?;
         if self.measure.is_none() {
-            let (m, notice) =
-                Measure::choose(&self.http, &self.target, self.tokenizer.as_deref()).await;
+            let (m, notice) = Measure::choose(
+                &self.http,
+                &self.target,
+                self.tokenizer.as_deref(),
+                self.tokenizer_setting,
+            )
+            .await;
             if let Some(n) = notice {
                 host.notice(Level::Warn, About::Server, n);
             }
