@@ -3,6 +3,7 @@
 //! backtrace or colour codes, and output cut short by a closed pipe ends quietly.
 
 mod common;
+mod pty;
 
 use std::io::Read;
 use std::process::Stdio;
@@ -342,4 +343,42 @@ fn compare_puts_two_runs_side_by_side() {
     let err = assert_one_plain_line(&out.stderr);
     assert!(err.contains("output_tok_s"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn gpus_watch_on_a_terminal_leaves_on_q() {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["gpus", "--watch", "--sim-gpus", "2"])
+        .env("TERM", "xterm-256color");
+    let mut term = pty::Pty::spawn(cmd, 100, 30);
+    term.wait_for("GPU", Duration::from_secs(60));
+    term.send("q");
+    let status = term.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn attach_to_a_run_that_ended_points_to_open_or_resume() {
+    for (state, says) in [
+        ("finished", "sweeptop open"),
+        ("interrupted", "sweeptop run --resume"),
+    ] {
+        let dir = run_dir_with(&format!("cli-attach-{state}"), 1);
+        std::fs::write(dir.join("plan.toml"), "name = \"p\"\n").unwrap();
+        std::fs::write(
+            dir.join("run.json"),
+            format!(
+                r#"{{"plan":"p","started_at":"2026-12-03T08:00:00.000Z","sweeptop_version":"0","state":"{state}","pid":1,"finished_at":"2026-12-03T08:01:00.000Z"}}"#
+            ),
+        )
+        .unwrap();
+        let mut cmd = sweeptop("cli-attach");
+        cmd.arg("attach").arg(&dir).arg("--headless");
+        let out = run_with_deadline(cmd, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2));
+        let err = assert_one_plain_line(&out.stderr);
+        assert!(err.contains(state) || err.contains("has finished"), "{err}");
+        assert!(err.contains(says), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -138,10 +138,17 @@ fn send_to_sweep(dir: &Path, cmd: &Command) -> Result<u8> {
 
 async fn connect(dir: &Path) -> Result<Connection> {
     Connection::connect(dir).await.map_err(|e| {
-        user(format!(
-            "no sweep answers in {} ({e}); see `sweeptop ls`",
-            dir.display()
-        ))
+        let d = dir.display();
+        // A run that ended is for `open`, not `attach`.
+        match store::read_meta(dir).map(|m| m.state) {
+            Ok(crate::model::RunState::Finished) => user(format!(
+                "the sweep in {d} has finished (nothing runs to attach to): look at it with `sweeptop open {d}`"
+            )),
+            Ok(crate::model::RunState::Interrupted) => user(format!(
+                "the sweep in {d} was interrupted (nothing runs to attach to): continue it with `sweeptop run --resume {d}`, or look at it with `sweeptop open {d}`"
+            )),
+            _ => user(format!("no sweep answers in {d} ({e}); see `sweeptop ls`")),
+        }
     })
 }
 

@@ -52,8 +52,9 @@ pub fn gpus(args: GpusArgs) -> Result<u8> {
         if args.json {
             super::print(&format!("{}\n", crate::model::text::to_json_string(snap)?))
         } else if in_place {
-            // Home, the table, then clear what an earlier, longer one left.
-            let table = crate::gpu::render_table(snap).replace('\n', "\x1b[K\n");
+            // Home, the table, then clear what an earlier, longer one left
+            // (raw mode: a line ends with a carriage return too).
+            let table = crate::gpu::render_table(snap).replace('\n', "\x1b[K\r\n");
             super::print(&format!("\x1b[H{table}\x1b[J"))
         } else {
             let sep = if args.watch { "\n" } else { "" };
@@ -70,18 +71,29 @@ pub fn gpus(args: GpusArgs) -> Result<u8> {
         show(&snap)?;
         return Ok(short(&snap).unwrap_or(0));
     }
-    if in_place {
+    // In place, keys are read as nvtop's are: `q`, Esc or Ctrl-C leaves.
+    let _raw = if in_place {
         super::print("\x1b[2J")?;
-    }
+        RawMode::enter()
+    } else {
+        None
+    };
     // Repeating: the sampler thread keeps one NVML handle open.
     let (tx, rx) = std::sync::mpsc::channel();
+    if _raw.is_some() {
+        let quit = tx.clone();
+        std::thread::spawn(move || {
+            while !quits(crossterm::event::read()) {}
+            let _ = quit.send(Watch::Quit);
+        });
+    }
     let _sampler = crate::gpu::spawn_sampler(
         source,
         interval,
         Arc::new(no_ours),
-        Box::new(move |snap| tx.send(snap).is_ok()),
+        Box::new(move |snap| tx.send(Watch::Snap(Box::new(snap))).is_ok()),
     );
-    while let Ok(snap) = rx.recv() {
+    while let Ok(Watch::Snap(snap)) = rx.recv() {
         show(&snap)?;
         // Watching a machine that lacks GPUs is pointless for a gate.
         if let Some(code) = short(&snap) {
@@ -89,4 +101,41 @@ pub fn gpus(args: GpusArgs) -> Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// What `--watch` waits for: the next sample, or a key that leaves.
+enum Watch {
+    Snap(Box<GpuSnapshot>),
+    Quit,
+}
+
+/// Whether a terminal event leaves `--watch` (a read error does too: no
+/// keys will come).
+fn quits(ev: std::io::Result<crossterm::event::Event>) -> bool {
+    use crossterm::event::{Event, KeyCode, KeyEventKind, KeyModifiers};
+    match ev {
+        Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => {
+            matches!(k.code, KeyCode::Char('q') | KeyCode::Esc)
+                || (k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL))
+        }
+        Ok(_) => false,
+        Err(_) => true,
+    }
+}
+
+/// The terminal in raw mode while watching, restored however `gpus` ends.
+struct RawMode;
+
+impl RawMode {
+    fn enter() -> Option<RawMode> {
+        crossterm::terminal::enable_raw_mode()
+            .ok()
+            .map(|()| RawMode)
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = crossterm::terminal::disable_raw_mode();
+    }
 }
