@@ -307,6 +307,42 @@ pub(crate) const HOSTILE: &[&str] = &[
     "\u{1b}[31m=1+1",
 ];
 
+/// Names compared as people read them: runs of digits by their number, so
+/// `ctx1024` < `ctx8192` < `ctx32768` and `b4` < `b8` < `b12`; equal
+/// numbers with leading zeros, and everything else, by the text.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
+                let n = x.iter().take_while(|c| c.is_ascii_digit()).count();
+                let m = y.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (dx, dy) = (&x[..n], &y[..m]);
+                // By value: without leading zeros, the longer is larger.
+                let trim = |d: &[u8]| -> usize { d.iter().take_while(|&&c| c == b'0').count() };
+                let (vx, vy) = (&dx[trim(dx)..], &dy[trim(dy)..]);
+                let by_value = vx.len().cmp(&vy.len()).then_with(|| vx.cmp(vy));
+                if by_value != Ordering::Equal {
+                    return by_value;
+                }
+                x = &x[n..];
+                y = &y[m..];
+            }
+            (Some(c), Some(d)) => {
+                if c != d {
+                    return c.cmp(d);
+                }
+                x = &x[1..];
+                y = &y[1..];
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,6 +415,32 @@ mod tests {
         assert_eq!(
             to_json_pretty(&v).unwrap(),
             serde_json::to_string_pretty(&v).unwrap()
+        );
+    }
+
+    #[test]
+    fn names_sort_by_their_numbers() {
+        let mut cells = vec![
+            "tp8/code-ctx32768-c4",
+            "tp8/code-ctx1024-c4",
+            "tp8/code-ctx8192-c4",
+            "tp1-b12/x",
+            "tp1-b4/x",
+            "tp1-b8/x",
+            "tp1-b08/x",
+        ];
+        cells.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            cells,
+            [
+                "tp1-b4/x",
+                "tp1-b08/x",
+                "tp1-b8/x",
+                "tp1-b12/x",
+                "tp8/code-ctx1024-c4",
+                "tp8/code-ctx8192-c4",
+                "tp8/code-ctx32768-c4",
+            ]
         );
     }
 }

@@ -105,6 +105,89 @@ pub struct Comparison {
     pub settings: Settings,
     /// Cells of workloads whose settings differ are compared anyway.
     pub forced: bool,
+    /// For each later run, how its cells changed against the first run's.
+    pub summaries: Vec<Summary>,
+}
+
+/// How a later run's cells changed against the first run's, counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub run: String,
+    pub better: usize,
+    pub worse: usize,
+    pub within_noise: usize,
+    /// A change the metric has no direction for (neither better nor worse).
+    pub changed: usize,
+    /// A value in the first run, a failure in this one.
+    pub newly_failing: usize,
+    /// A failure or a skip in the first run, a value in this one.
+    pub newly_ok: usize,
+    /// Cells whose workload asked for something else (not forced).
+    pub not_comparable: usize,
+}
+
+/// How a cell went from the first run's value to a later run's, when it is
+/// not a number against a number.
+fn transition(first: &Value, later: &Value) -> Option<&'static str> {
+    match (first, later) {
+        (Value::Ok { .. } | Value::Missing, Value::Failed { .. }) => Some("newly failing"),
+        (Value::Failed { .. } | Value::Skipped, Value::Ok { .. }) => Some("newly ok"),
+        _ => None,
+    }
+}
+
+fn summarize(runs: &[RunResults], rows: &[Row], forced: bool) -> Vec<Summary> {
+    (1..runs.len())
+        .map(|k| {
+            let mut s = Summary {
+                run: runs[k].name.clone(),
+                ..Summary::default()
+            };
+            for r in rows {
+                if !(r.comparable || forced) {
+                    s.not_comparable += 1;
+                    continue;
+                }
+                match (&r.deltas[k - 1], transition(&r.values[0], &r.values[k])) {
+                    (Some(d), _) if d.within_noise => s.within_noise += 1,
+                    (Some(d), _) => match d.better {
+                        Some(true) => s.better += 1,
+                        Some(false) => s.worse += 1,
+                        None => s.changed += 1,
+                    },
+                    (None, Some("newly failing")) => s.newly_failing += 1,
+                    (None, Some(_)) => s.newly_ok += 1,
+                    (None, None) => {}
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+impl Summary {
+    /// `12 better, 3 worse, 41 within noise, 2 newly failing` (what is zero
+    /// left out).
+    fn line(&self) -> String {
+        let parts: Vec<String> = [
+            (self.better, "better"),
+            (self.worse, "worse"),
+            (self.changed, "changed"),
+            (self.within_noise, "within noise"),
+            (self.newly_failing, "newly failing"),
+            (self.newly_ok, "newly ok"),
+            (self.not_comparable, "not comparable"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        if parts.is_empty() {
+            "nothing to compare".into()
+        } else {
+            parts.join(", ")
+        }
+    }
 }
 
 /// The runs' cells side by side; with `force`, deltas are given for cells
@@ -125,6 +208,9 @@ pub fn compare(
         .map(|r| r.records.iter().map(|c| (c.cell.as_str(), c)).collect())
         .collect();
     let all: BTreeSet<&str> = maps.iter().flat_map(|m| m.keys().copied()).collect();
+    // As people read cell ids: ctx1024 before ctx8192 before ctx32768.
+    let mut all: Vec<&str> = all.into_iter().collect();
+    all.sort_by(|a, b| text::natural_cmp(a, b));
     let mut rows = Vec::new();
     let mut only_in = Vec::new();
     for cell in all {
@@ -183,6 +269,7 @@ pub fn compare(
         metric: metric.label(),
         runs: runs.iter().map(|r| r.name.clone()).collect(),
         noise_pct,
+        summaries: summarize(runs, &rows, force),
         rows,
         only_in,
         settings,
@@ -222,6 +309,22 @@ fn settings_said(c: &Comparison) -> Vec<(String, Vec<String>)> {
         ));
     }
     out
+}
+
+/// The summary first: one line per later run (`vs RUN: …` when there are
+/// several).
+fn summary_lines(c: &Comparison) -> Vec<String> {
+    let several = c.summaries.len() > 1;
+    c.summaries
+        .iter()
+        .map(|s| {
+            if several {
+                format!("{} vs {}: {}", s.run, c.runs[0], s.line())
+            } else {
+                s.line()
+            }
+        })
+        .collect()
 }
 
 /// A later run's change where the cell's workload asked for something else.
@@ -268,10 +371,12 @@ fn cells(c: &Comparison, metric: &Metric) -> (Vec<String>, Vec<Vec<String>>) {
             for (i, v) in r.values.iter().enumerate() {
                 row.push(value_text(v, metric));
                 if i > 0 {
-                    row.push(if r.comparable || c.forced {
-                        delta_text(&r.deltas[i - 1])
-                    } else {
+                    row.push(if !(r.comparable || c.forced) {
                         NOT_COMPARABLE.to_string()
+                    } else if let Some(t) = transition(&r.values[0], v) {
+                        t.to_string()
+                    } else {
+                        delta_text(&r.deltas[i - 1])
                     });
                 }
             }
@@ -324,6 +429,12 @@ pub fn table(c: &Comparison, metric: &Metric) -> String {
             .to_string()
     };
     let mut s = format!("{} — {}\n\n", c.metric, c.runs.join(" vs "));
+    for line in summary_lines(c) {
+        let _ = writeln!(s, "{line}");
+    }
+    if !c.summaries.is_empty() {
+        s.push('\n');
+    }
     for (head, details) in settings_said(c) {
         let _ = writeln!(s, "{head}");
         for d in details {
@@ -345,6 +456,9 @@ pub fn markdown(c: &Comparison, metric: &Metric) -> String {
     let (head, rows) = cells(c, metric);
     let md = super::markdown::md_cell;
     let mut s = format!("### {} — {}\n\n", md(&c.metric), md(&c.runs.join(" vs ")));
+    for line in summary_lines(c) {
+        let _ = writeln!(s, "**{}**\n", md(&line));
+    }
     for (head, details) in settings_said(c) {
         let _ = writeln!(s, "{}\n", md(&head));
         for d in &details {
@@ -495,5 +609,83 @@ mod tests {
         let md = markdown(&hostile, metric);
         assert!(!md.contains("<svg") && !md.contains("<b>"), "{md}");
         assert!(md.contains("c/&lt;svg/onload=x&gt;"), "{md}");
+    }
+
+    #[test]
+    fn cells_read_in_number_order_with_a_summary_first_and_transitions_named() {
+        let metric = Metric::by_key("output_tok_s").unwrap();
+        let mut crashed = sample_record("c/w-ctx8192-c1", Status::Failed, "");
+        crashed.failure = Some(Failure::new(
+            FailureKind::CudaIllegalInstruction,
+            FailureSource::ServerLog,
+            "boom",
+        ));
+        let a = RunResults {
+            name: "a".into(),
+            plan: None,
+            records: vec![
+                ok("c/w-ctx32768-c1", 1.0),
+                ok("c/w-ctx8192-c1", 100.0),
+                ok("c/w-ctx1024-c1", 100.0),
+                ok("c/w-ctx1024-c12", 100.0),
+                ok("c/w-ctx1024-c4", 100.0),
+            ],
+        };
+        let b = RunResults {
+            name: "b".into(),
+            plan: None,
+            records: vec![
+                ok("c/w-ctx32768-c1", 5.0),
+                crashed,
+                ok("c/w-ctx1024-c1", 120.0),
+                ok("c/w-ctx1024-c12", 80.0),
+                ok("c/w-ctx1024-c4", 100.5),
+            ],
+        };
+        let cmp = compare(
+            &[
+                a,
+                RunResults {
+                    name: b.name.clone(),
+                    plan: None,
+                    records: b.records.clone(),
+                },
+            ],
+            metric,
+            2.0,
+            false,
+        );
+        let order: Vec<&str> = cmp.rows.iter().map(|r| r.cell.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "c/w-ctx1024-c1",
+                "c/w-ctx1024-c4",
+                "c/w-ctx1024-c12",
+                "c/w-ctx8192-c1",
+                "c/w-ctx32768-c1"
+            ]
+        );
+        let t = table(&cmp, metric);
+        let first = t.lines().nth(2).unwrap();
+        assert_eq!(
+            first, "2 better, 1 worse, 1 within noise, 1 newly failing",
+            "{t}"
+        );
+        assert!(t.contains("newly failing"), "{t}");
+        // A skip then a value: the change is named, not left blank.
+        let a2 = RunResults {
+            name: "a".into(),
+            plan: None,
+            records: vec![sample_record("c/w-ctx32768-c1", Status::Skipped, "")],
+        };
+        let b2 = RunResults {
+            name: "b".into(),
+            plan: None,
+            records: vec![ok("c/w-ctx32768-c1", 5.0)],
+        };
+        let cmp = compare(&[a2, b2], metric, 2.0, false);
+        assert_eq!(cmp.summaries[0].newly_ok, 1);
+        assert!(table(&cmp, metric).contains("newly ok"));
     }
 }
