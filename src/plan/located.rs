@@ -27,6 +27,95 @@ impl Ctx<'_> {
     }
 }
 
+/// The candidate nearest to a misspelt `name` (at most two edits, and
+/// fewer than half its letters), for a `did you mean …?`.
+pub(super) fn nearest<'c>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    let limit = (name.chars().count() / 2).clamp(1, 2);
+    candidates
+        .into_iter()
+        .filter(|c| *c != name)
+        .map(|c| (edits(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, by characters.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = (diag + usize::from(ca != *cb)).min(up + 1).min(row[j] + 1);
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
+/// What the TOML reader says, said for a person: a misspelt key gets its
+/// nearest known one, a duplicate key is named, a duration written as text
+/// where seconds are asked is told how to write it.
+pub(super) fn toml_message(source: &str, span: Range<usize>, message: &str) -> String {
+    let message = message.trim();
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        if let Some((field, expected)) = rest.split_once('`') {
+            let known = expected.split('`').skip(1).step_by(2);
+            if let Some(near) = nearest(field, known) {
+                return format!("{message}; did you mean `{near}`?");
+            }
+        }
+        return message.to_string();
+    }
+    if message == "duplicate key" {
+        let key: String = source
+            .get(span.start..)
+            .unwrap_or("")
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '"' | '\''))
+            .filter(|c| !matches!(c, '"' | '\''))
+            .collect();
+        if !key.is_empty() {
+            return format!("duplicate key `{key}`: it is set more than once in this table");
+        }
+        return message.to_string();
+    }
+    // `cell_timeout_s = "5s"`: seconds are a number.
+    if let Some(rest) = message.strip_prefix("invalid type: string \"") {
+        let line_start = source
+            .get(..span.start)
+            .and_then(|b| b.rfind('\n'))
+            .map_or(0, |i| i + 1);
+        let key = source
+            .get(line_start..span.start)
+            .and_then(|l| l.split('=').next())
+            .map(str::trim)
+            .unwrap_or("");
+        if key.ends_with("_s") {
+            let given = rest.split('"').next().unwrap_or("");
+            let number: String = given
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            let example = if number.is_empty() {
+                "30".to_string()
+            } else {
+                number
+            };
+            return format!(
+                "expected a number of seconds for `{key}`, not the text \"{given}\": write {key} = {example}"
+            );
+        }
+    }
+    message.to_string()
+}
+
 /// 1-based line and column (in characters) of a byte offset.
 pub(super) fn line_col(source: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(source.len());

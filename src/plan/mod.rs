@@ -320,7 +320,10 @@ impl Plan {
         };
         let raw: RawPlan = toml::from_str(source).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            ctx.err(span, e.message().trim().to_string())
+            ctx.err(
+                span.clone(),
+                located::toml_message(source, span, e.message()),
+            )
         })?;
         let mut plan = expand::expand(&ctx, raw)?;
         plan.path = path.to_path_buf();

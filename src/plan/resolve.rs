@@ -97,12 +97,29 @@ impl Resolver<'_> {
             e => {
                 let axes: Vec<String> =
                     self.combo.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                // A misspelt name: the nearest one it could have meant.
+                let known = self
+                    .combo
+                    .keys()
+                    .chain(self.vars.keys())
+                    .map(String::as_str)
+                    .chain(template::RUNTIME.iter().copied())
+                    .chain(["config", "phase", "gpus"]);
+                let hint = match &e {
+                    ResolveError::Fill(FillError::Unknown(name)) => {
+                        super::located::nearest(name, known)
+                            .map(|n| format!(": did you mean `{{{n}}}`? Else"))
+                            .unwrap_or_default()
+                    }
+                    _ => String::new(),
+                };
                 self.ctx.err(
                     at,
                     format!(
-                        "unresolved placeholder `{{{e}}}` for config `{}` ({}); define it in [vars], a matrix axis, or a `set` rule",
+                        "unresolved placeholder `{{{e}}}` for config `{}` ({}){}define it in [vars], a matrix axis, or a `set` rule",
                         self.id,
-                        if axes.is_empty() { "no axes".to_string() } else { axes.join(", ") }
+                        if axes.is_empty() { "no axes".to_string() } else { axes.join(", ") },
+                        if hint.is_empty() { "; ".to_string() } else { format!("{hint} ") }
                     ),
                 )
             }

@@ -112,6 +112,31 @@ fn misspelled_key_names_line_and_column() {
     assert_eq!((e.line, e.col), (15, 1), "{e}");
     assert!(e.message.contains("concurrancy"), "{e}");
     assert!(e.to_string().starts_with("t.toml:15:1: "), "{e}");
+    assert!(e.message.ends_with("did you mean `concurrency`?"), "{e}");
+    // Nothing near: no guess.
+    let e = err(&BASE.replace("concurrency = [1, 4]", "parallelism = [1, 4]"));
+    assert!(!e.message.contains("did you mean"), "{e}");
+}
+
+#[test]
+fn a_duplicate_key_is_named_and_seconds_as_text_are_explained() {
+    let e = err(&BASE.replace("name = \"t\"", "name = \"t\"\nname = \"u\""));
+    assert!(e.message.contains("duplicate key `name`"), "{e}");
+    assert_eq!(e.line, 3, "{e}");
+    let e = err(&format!("{BASE}\n[limits]\ncell_timeout_s = \"5s\"\n"));
+    assert!(
+        e.message
+            .contains("expected a number of seconds for `cell_timeout_s`, not the text \"5s\": write cell_timeout_s = 5"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_misspelt_placeholder_gets_the_name_it_was_near() {
+    let e = err(&BASE.replace("--tp {tp}", "--tp {tpp}"));
+    assert!(e.message.contains("did you mean `{tp}`?"), "{e}");
+    let e = err(&BASE.replace("--model-path {model}", "--model-path {modle}"));
+    assert!(e.message.contains("did you mean `{model}`?"), "{e}");
 }
 
 #[test]
