@@ -26,6 +26,8 @@ use crate::model::{
 use crate::plan::{Plan, DEMO_PATH, DEMO_PLAN};
 use crate::view::state::ViewState;
 
+mod shown;
+
 fn plan() -> Arc<Plan> {
     Arc::new(Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).expect("the demo plan parses"))
 }

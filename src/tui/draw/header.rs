@@ -111,25 +111,28 @@ fn segments(app: &App, compact: bool) -> Vec<Segment> {
     let mut segs: Vec<Segment> = Vec::new();
     segs.push((9, vec![Span::styled(format!(" {name}"), t.header_accent)]));
     let side_by_side = v.live_configs().count();
-    if let Some(c) = v.config() {
+    // Once the sweep has ended no config runs: the header names none.
+    let now = v.config_now();
+    if let Some(c) = now {
         let phase = words(format!("phase {}", c.phase), c.phase.clone());
         segs.push((4, vec![Span::styled(phase, t.header)]));
     }
-    if let (true, Some(_)) = (side_by_side > 1, v.config()) {
+    if let (true, Some(_)) = (side_by_side > 1, now) {
         let text = words(
             format!("{side_by_side} configs side by side"),
             format!("{side_by_side} configs"),
         );
         segs.push((7, vec![Span::styled(text, t.header_accent)]));
-    } else if let Some(c) = v.config() {
+    } else if let Some(c) = now {
         let attempt = match (c.attempt > 1, compact) {
             (false, _) => String::new(),
             (true, false) => format!(" (attempt {})", c.attempt),
             (true, true) => format!(" #{}", c.attempt),
         };
+        let (index, total) = v.config_place(c);
         let index = words(
-            format!("config {}/{} ", c.index, c.total),
-            format!("{}/{} ", c.index, c.total),
+            format!("config {index}/{total} "),
+            format!("{index}/{total} "),
         );
         segs.push((
             7,
