@@ -728,7 +728,7 @@ fn snapshot_80x24() {
     // key that steers the sweep, the GPUs' heat, and a mark on each row whose
     // failures are scrolled off to the right.
     let lines: Vec<&str> = text.lines().collect();
-    for want in ["RUNNING", "28/56 cells", "ETA 01:04", "tp1"] {
+    for want in ["RUNNING", "28/56 cells", "ETA 01:01", "tp1"] {
         assert!(lines[0].contains(want), "{want}: {}", lines[0]);
     }
     assert!(lines[1].contains("18 ok 10 failed 28 left"), "{}", lines[1]);

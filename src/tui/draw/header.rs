@@ -10,7 +10,7 @@ use ratatui::Frame;
 
 use super::clock;
 use crate::tui::app::{App, Mode};
-use crate::view::state::Shown;
+use crate::view::state::{Shown, Sweep};
 
 /// A part of the header and its priority: lower numbers go first when space
 /// is short.
@@ -159,11 +159,14 @@ fn segments(app: &App, compact: bool) -> Vec<Segment> {
         let text = words(format!("elapsed {}", clock(e)), format!("{} in", clock(e)));
         segs.push((5, vec![Span::styled(text, t.header)]));
     }
-    if let Some(eta) = v.eta_s(app.now) {
-        segs.push((
-            6,
-            vec![Span::styled(format!("ETA {}", clock(eta)), t.header)],
-        ));
+    let eta = match v.eta_s(app.now) {
+        Some(eta) => Some(format!("ETA {}", clock(eta))),
+        // Running, with too little measured yet for an ETA.
+        None if matches!(v.sweep.sweep, Sweep::Running) => Some("ETA …".to_string()),
+        None => None,
+    };
+    if let Some(eta) = eta {
+        segs.push((6, vec![Span::styled(eta, t.header)]));
     }
     if let (true, Some(by)) = (v.sweep.paused, &v.paused_by) {
         let who = app.who(by);

@@ -1,4 +1,5 @@
-//! What the dashboard says must be so: the config the header names.
+//! What the dashboard says must be so: the config the header names, and no
+//! ETA before there is a pace to give one.
 
 use super::*;
 
@@ -90,4 +91,16 @@ fn a_shards_config_is_counted_in_the_plan_the_grid_shows() {
     let (mut app, _rx) = live(s.view());
     let h = header(&mut app);
     assert!(h.contains("config 7/8 tp4-dflash"), "{h}");
+}
+
+#[test]
+fn the_eta_waits_until_cells_were_measured() {
+    let mut s = Story::new();
+    s.config("tp1-baseline");
+    let first = s.cells("tp1-baseline")[0].clone();
+    s.start(&first)
+        .finish(&first, Status::Ok, Some(metrics(82.0, 45.0, None)), None);
+    let (mut app, _rx) = live(s.view());
+    let h = header(&mut app);
+    assert!(h.contains("ETA …") && !h.contains("ETA 0"), "{h}");
 }
