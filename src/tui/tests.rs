@@ -1508,7 +1508,9 @@ fn with_the_mouse_a_click_selects_a_cell_and_the_wheel_scrolls() {
     // A click on a row label selects the whole config.
     mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 4, row);
     assert_eq!(app.ui.sel_col, None);
-    // The wheel over the log scrolls it back; a click there focuses it.
+    // The wheel over the log scrolls it back (the whole log, once Esc has
+    // put the selection back on what runs); a click there focuses it.
+    press(&mut app, KeyCode::Esc);
     let log_row = lines.iter().position(|l| l.contains("Server log")).unwrap() as u16 + 2;
     mouse(&mut app, MouseEventKind::ScrollUp, 100, log_row);
     assert_eq!(app.ui.log_back, 3);

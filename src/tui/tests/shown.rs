@@ -1,5 +1,5 @@
-//! What the dashboard says must be so: the config the header names, and no
-//! ETA before there is a pace to give one.
+//! What the dashboard says must be so: the config the header names, whose
+//! log the pane shows, and no ETA before there is a pace to give one.
 
 use super::*;
 
@@ -7,6 +7,22 @@ use super::*;
 fn header(app: &mut App) -> String {
     let text = screen(&render(app, 120, 40));
     text.lines().next().unwrap_or_default().to_string()
+}
+
+/// A live app on `dir` (its `logs/` read for a config that does not run).
+fn live_in(view: ViewState, dir: PathBuf) -> (App, mpsc::Receiver<Request>) {
+    let (tx, rx) = mpsc::channel(16);
+    let mut app = App::new(
+        view,
+        Mode::Live { commands: tx },
+        dir,
+        Keymap::default(),
+        Theme::dark(),
+        look(),
+    );
+    let now = Timestamp::from_unix_ms(app.view.latest_at.unix_ms() + 2000);
+    app.update(Action::Tick(now));
+    (app, rx)
 }
 
 /// The demo run to its end with tp4-dflash crashed, then `run --resume DIR
@@ -91,6 +107,64 @@ fn a_shards_config_is_counted_in_the_plan_the_grid_shows() {
     let (mut app, _rx) = live(s.view());
     let h = header(&mut app);
     assert!(h.contains("config 7/8 tp4-dflash"), "{h}");
+}
+
+#[test]
+fn the_log_pane_shows_the_selected_configs_log_and_says_whose_it_is() {
+    let dir = std::env::temp_dir().join(format!("sweeptop-tui-picked-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(crate::store::LOGS)).unwrap();
+    std::fs::write(
+        dir.join(crate::store::LOGS).join("tp1-baseline.log"),
+        "baseline: a line from its file\n",
+    )
+    .unwrap();
+    let (mut app, _rx) = live_in(running_story().view(), dir.clone());
+    let log_title = |app: &mut App| {
+        let text = screen(&render(app, 120, 40));
+        let line = text
+            .lines()
+            .find(|l| l.contains("Server log"))
+            .unwrap_or_default()
+            .to_string();
+        (line, text)
+    };
+    // Nothing selected: the running config, said so.
+    let (title, _) = log_title(&mut app);
+    assert!(title.contains("tp1-dflash (running)"), "{title}");
+    // The baseline selected: its log, read from its file off this thread.
+    press(&mut app, KeyCode::Up);
+    finish_disk_work(&mut app);
+    let (title, text) = log_title(&mut app);
+    assert!(title.contains("tp1-baseline (selected)"), "{title}");
+    assert!(text.contains("baseline: a line from its file"), "{text}");
+    assert!(!text.contains("accept len: 3.40"), "{text}");
+    // The running config's new lines do not push it away.
+    app.update(Action::Event(Event::Log {
+        config: "tp1-dflash".into(),
+        line: "dflash: a newer line".into(),
+        mark: LogMark::Plain,
+    }));
+    app.update(Action::Tick(Timestamp::from_unix_ms(
+        app.now.unix_ms() + 1000,
+    )));
+    let (title, text) = log_title(&mut app);
+    assert!(title.contains("tp1-baseline (selected)"), "{title}");
+    assert!(!text.contains("dflash: a newer line"), "{text}");
+    // The running config selected: its own lines, no one else's.
+    press(&mut app, KeyCode::Down);
+    let (title, text) = log_title(&mut app);
+    assert!(title.contains("tp1-dflash (selected)"), "{title}");
+    assert!(
+        text.contains("dflash: a newer line") && text.contains("accept len: 3.40"),
+        "{text}"
+    );
+    assert!(!text.contains("gen throughput (token/s): 82.00"), "{text}");
+    // Esc in the grid: nothing selected, the running config followed again.
+    press(&mut app, KeyCode::Esc);
+    let (title, _) = log_title(&mut app);
+    assert!(title.contains("tp1-dflash (running)"), "{title}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
