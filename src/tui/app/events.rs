@@ -47,7 +47,21 @@ impl App {
         if started {
             self.follow_running();
         }
+        if matches!(ev, Event::Paused { .. } | Event::Resumed { .. }) {
+            self.drop_untrue_pause_message();
+        }
         redraw
+    }
+
+    /// A pause or resume message the sweep no longer bears out (another
+    /// viewer paused after this one resumed) goes: the header says who.
+    fn drop_untrue_pause_message(&mut self) {
+        let paused = self.view.sweep.paused;
+        if let Some(f) = &self.ui.flash {
+            if f.pause.is_some_and(|p| p != paused) {
+                self.ui.flash = None;
+            }
+        }
     }
 
     /// The results are re-read; the message says so once they have been.

@@ -290,6 +290,7 @@ impl App {
             text,
             level,
             until_ms: self.now.unix_ms().saturating_add(FLASH_MS),
+            pause: None,
         });
     }
 

@@ -1,5 +1,6 @@
 //! What the dashboard says must be so: the config the header names, whose
-//! log the pane shows, and no ETA before there is a pace to give one.
+//! log the pane shows, the alert line beside a pause another viewer made,
+//! and no ETA before there is a pace to give one.
 
 use super::*;
 
@@ -165,6 +166,60 @@ fn the_log_pane_shows_the_selected_configs_log_and_says_whose_it_is() {
     let (title, _) = log_title(&mut app);
     assert!(title.contains("tp1-dflash (running)"), "{title}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_pause_by_another_viewer_clears_the_resuming_message() {
+    let mut s = running_story();
+    let t = s.tick();
+    s.events.push(Event::Action {
+        at: t,
+        action: "toggle_pause".into(),
+        target: None,
+        source: "key".into(),
+    });
+    s.events.push(Event::Paused { at: t });
+    let (mut app, _rx) = live(s.view());
+    press(&mut app, KeyCode::Char('p'));
+    let alert = |app: &mut App| {
+        let text = screen(&render(app, 120, 40));
+        text.lines().nth(1).unwrap_or_default().to_string()
+    };
+    assert!(alert(&mut app).contains("resuming the sweep"));
+    let t = s.tick();
+    for ev in [
+        Event::Action {
+            at: t,
+            action: "toggle_pause".into(),
+            target: None,
+            source: "key".into(),
+        },
+        Event::Resumed { at: t },
+    ] {
+        app.update(Action::Event(ev));
+    }
+    // Resumed as said: the message stays its few seconds.
+    assert!(alert(&mut app).contains("resuming the sweep"));
+    let t = s.tick();
+    for ev in [
+        Event::Action {
+            at: t,
+            action: "toggle_pause".into(),
+            target: None,
+            source: "viewer 4242".into(),
+        },
+        Event::Paused { at: t },
+    ] {
+        app.update(Action::Event(ev));
+    }
+    let h = header(&mut app);
+    // PAUSING: paused, its running cell still finishing.
+    assert!(
+        h.contains(" PAUS") && h.contains("by another viewer"),
+        "{h}"
+    );
+    let line = alert(&mut app);
+    assert!(!line.contains("resuming"), "{line}");
 }
 
 #[test]
