@@ -1,6 +1,7 @@
 //! What the dashboard says must be so: the config the header names, whose
 //! log the pane shows, the alert line beside a pause another viewer made,
-//! and no ETA before there is a pace to give one.
+//! an excluded config's cells once the sweep has ended, and no ETA before
+//! there is a pace to give one.
 
 use super::*;
 
@@ -220,6 +221,38 @@ fn a_pause_by_another_viewer_clears_the_resuming_message() {
     );
     let line = alert(&mut app);
     assert!(!line.contains("resuming"), "{line}");
+}
+
+#[test]
+fn an_excluded_configs_cells_read_excl_after_the_sweep_ends() {
+    let mut s = crash_story();
+    let t = s.tick();
+    s.events.push(Event::Action {
+        at: t,
+        action: "exclude".into(),
+        target: Some("tp4-ddtree-b4".into()),
+        source: "key".into(),
+    });
+    // Reached, its cells are recorded as skipped so the run accounts for each.
+    for c in s.cells("tp4-ddtree-b4") {
+        s.finish(&c, Status::Skipped, None, None);
+    }
+    let t = s.tick();
+    s.events.push(Event::SweepFinished {
+        at: t,
+        ok: 21,
+        failed: 7,
+        skipped: 7,
+    });
+    let (mut app, _rx) = live(s.view());
+    app.update(Action::EngineDone);
+    let text = screen(&render(&mut app, 120, 40));
+    let row = text
+        .lines()
+        .find(|l| l.contains("tp4-ddtree-b4 "))
+        .unwrap_or_default();
+    assert_eq!(row.matches("excl").count(), 7, "{text}");
+    assert!(!row.contains("skip"), "{row}");
 }
 
 #[test]
