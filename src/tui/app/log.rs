@@ -42,7 +42,9 @@ impl App {
             for l in self.view.log.lines.iter().filter(|l| l.config == config) {
                 tail.push(l.clone());
             }
-            let running = self.view.live_configs().any(|c| c.id == config);
+            // Only a sweep still going streams lines (a killed run's last
+            // config looks started but is read from its file).
+            let running = self.sweep_live() && self.view.live_configs().any(|c| c.id == config);
             if !running {
                 self.jobs.push(Job::LogFile {
                     run_dir: self.run_dir.clone(),

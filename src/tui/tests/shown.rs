@@ -170,6 +170,32 @@ fn the_log_pane_shows_the_selected_configs_log_and_says_whose_it_is() {
 }
 
 #[test]
+fn a_killed_runs_last_config_is_read_from_its_log_file() {
+    // Recorded mid-cell, its server never said stopped: `open` reads its file.
+    let dir = std::env::temp_dir().join(format!("sweeptop-tui-killed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(crate::store::LOGS)).unwrap();
+    std::fs::write(
+        dir.join(crate::store::LOGS).join("tp1-dflash.log"),
+        "dflash: the last line it wrote\n",
+    )
+    .unwrap();
+    let mut app = App::new(
+        running_story().view(),
+        Mode::ReadOnly,
+        dir.clone(),
+        Keymap::default(),
+        Theme::dark(),
+        look(),
+    );
+    finish_disk_work(&mut app);
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(text.contains("tp1-dflash (selected)"), "{text}");
+    assert!(text.contains("dflash: the last line it wrote"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_pause_by_another_viewer_clears_the_resuming_message() {
     let mut s = running_story();
     let t = s.tick();
