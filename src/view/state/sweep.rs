@@ -9,8 +9,8 @@ use crate::model::{covered_s, CellRecord, Status, Timestamp};
 
 /// Cells measured since the (re)start before an ETA is given, and working
 /// seconds: before them the pace is mostly the first server's start.
-pub const ETA_MIN_CELLS: usize = 3;
-pub const ETA_MIN_WORK_S: f64 = 10.0;
+const ETA_MIN_CELLS: usize = 3;
+const ETA_MIN_WORK_S: f64 = 10.0;
 
 /// A cell recorded quicker than this did not run (a crashed config's rest,
 /// failed without a request): no measurement.
