@@ -1,5 +1,5 @@
 //! `sweeptop ls [DIR] [--json]`: run directories, newest first, with their
-//! state, start, age, how long they ran, cells done and failed, and the
+//! state, start, age, how long they ran (their active spans), cells done and failed, and the
 //! command to attach, resume or export each. Runs of one plan name whose
 //! plan files differ are told apart by a short digest of the plan.
 

@@ -28,7 +28,7 @@ pub use record::{CellRecord, Spread, Status};
 pub use request::{RequestError, RequestRecord, ServerTiming};
 pub use run::{RunMeta, RunState};
 pub use server::ServerMeta;
-pub use time::{span_text, Timestamp};
+pub use time::{covered_s, span_text, Timestamp};
 
 #[cfg(test)]
 pub(crate) use metrics::sample as sample_metrics;

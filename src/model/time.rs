@@ -138,6 +138,23 @@ pub fn span_text(secs: f64) -> String {
     }
 }
 
+/// Seconds covered by any of `spans` (from, to): overlaps counted once,
+/// a span that ends before it starts counted as nothing.
+pub fn covered_s(spans: impl IntoIterator<Item = (Timestamp, Timestamp)>) -> f64 {
+    let mut spans: Vec<(Timestamp, Timestamp)> = spans.into_iter().collect();
+    spans.sort();
+    let mut total = 0.0;
+    let mut reached: Option<Timestamp> = None;
+    for (from, to) in spans {
+        let from = reached.map_or(from, |r| from.max(r));
+        if to > from {
+            total += to.seconds_since(from);
+            reached = Some(to);
+        }
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -284,7 +284,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         key: Key::Close,
         name: "close",
-        help: "close the popup / cancel",
+        help: "close the popup / cancel; in the grid: follow the running cell and its log again",
         defaults: &["esc"],
         hint: None,
     },

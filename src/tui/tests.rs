@@ -26,6 +26,8 @@ use crate::model::{
 use crate::plan::{Plan, DEMO_PATH, DEMO_PLAN};
 use crate::view::state::ViewState;
 
+mod shown;
+
 fn plan() -> Arc<Plan> {
     Arc::new(Plan::parse(Path::new(DEMO_PATH), DEMO_PLAN).expect("the demo plan parses"))
 }
@@ -726,7 +728,7 @@ fn snapshot_80x24() {
     // key that steers the sweep, the GPUs' heat, and a mark on each row whose
     // failures are scrolled off to the right.
     let lines: Vec<&str> = text.lines().collect();
-    for want in ["RUNNING", "28/56 cells", "ETA 01:04", "tp1"] {
+    for want in ["RUNNING", "28/56 cells", "ETA 01:01", "tp1"] {
         assert!(lines[0].contains(want), "{want}: {}", lines[0]);
     }
     assert!(lines[1].contains("18 ok 10 failed 28 left"), "{}", lines[1]);
@@ -1506,7 +1508,9 @@ fn with_the_mouse_a_click_selects_a_cell_and_the_wheel_scrolls() {
     // A click on a row label selects the whole config.
     mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 4, row);
     assert_eq!(app.ui.sel_col, None);
-    // The wheel over the log scrolls it back; a click there focuses it.
+    // The wheel over the log scrolls it back (the whole log, once Esc has
+    // put the selection back on what runs); a click there focuses it.
+    press(&mut app, KeyCode::Esc);
     let log_row = lines.iter().position(|l| l.contains("Server log")).unwrap() as u16 + 2;
     mouse(&mut app, MouseEventKind::ScrollUp, 100, log_row);
     assert_eq!(app.ui.log_back, 3);

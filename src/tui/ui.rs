@@ -36,6 +36,9 @@ pub struct Flash {
     pub text: String,
     pub level: Level,
     pub until_ms: i64,
+    /// The pause state a pause or resume message announces: a pause or
+    /// resume made since by someone else makes it untrue, and it goes.
+    pub pause: Option<bool>,
 }
 
 /// The statistics `%` cycles latency values through.

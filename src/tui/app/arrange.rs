@@ -19,6 +19,7 @@ impl App {
         }
         self.ui.grid_top = 0;
         self.keep_selection_visible();
+        self.pick_log();
     }
 
     /// Show only the configs whose name has `name` (all when it is empty).

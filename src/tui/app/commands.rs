@@ -34,12 +34,18 @@ impl App {
     }
 
     pub(super) fn pause(&mut self) -> Redraw {
-        let words = if self.view.sweep.paused {
-            "resuming the sweep"
-        } else {
+        let to_pause = !self.view.sweep.paused;
+        let words = if to_pause {
             "pausing after the running cell (p again resumes)"
+        } else {
+            "resuming the sweep"
         };
-        self.command(Command::TogglePause, words)
+        let redraw = self.command(Command::TogglePause, words);
+        // Sent: the message holds while the sweep stands as it says.
+        if let Some(f) = self.ui.flash.as_mut().filter(|f| f.text == words) {
+            f.pause = Some(to_pause);
+        }
+        redraw
     }
 
     /// `Key::SkipConfig` or `Key::SkipCell`.

@@ -1,11 +1,11 @@
 //! The run directory's files, as the app sees them: it asks for disk work
-//! (the export, a recorded run's log file of the selected config, the results
+//! (the export, the log file of a selected config that does not run, the results
 //! re-read after the view fell behind) and applies what comes back; the
 //! [`Worker`](crate::tui::disk::Worker) does it off the dashboard's thread.
 
 use super::{App, Redraw};
 use crate::model::Level;
-use crate::tui::disk::{Done, Job, LogMarks};
+use crate::tui::disk::{Done, Job};
 use crate::view::grid::Grid;
 
 impl App {
@@ -29,27 +29,6 @@ impl App {
         });
     }
 
-    /// A read-only view shows the log file of the selected config.
-    pub(super) fn load_log_file(&mut self) {
-        let Some(config) = self
-            .grid
-            .configs
-            .get(self.ui.sel_config)
-            .map(|c| c.id.clone())
-        else {
-            return;
-        };
-        if self.log_file_config.as_deref() == Some(config.as_str()) {
-            return;
-        }
-        self.jobs.push(Job::LogFile {
-            run_dir: self.run_dir.clone(),
-            marks: LogMarks::of(&self.view, &config),
-            config: config.clone(),
-        });
-        self.log_file_config = Some(config);
-    }
-
     /// Apply what disk work found.
     pub(super) fn disk_done(&mut self, done: Done) -> Redraw {
         match done {
@@ -59,14 +38,9 @@ impl App {
             ),
             Done::Export(Err(e)) => self.flash(Level::Error, format!("export failed: {e}")),
             Done::LogFile { config, tail } => {
-                // The selection has moved on since: another read is under way.
-                if self.log_file_config.as_deref() != Some(config.as_str()) {
+                if !self.log_file_read(&config, tail) {
                     return Redraw::No;
                 }
-                self.view.log = tail;
-                self.ui.log_shown = self.view.log.pushed;
-                self.ui.log_back = 0;
-                self.ui.follow = true;
             }
             Done::Results(records) => {
                 for r in records {

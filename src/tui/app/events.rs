@@ -11,12 +11,10 @@ use crate::view::state::{LineKind, LogLine, Shown, Sweep};
 
 impl App {
     pub(super) fn event(&mut self, ev: Event) -> Redraw {
+        let is_log = matches!(ev, Event::Log { .. });
         let redraw = match &ev {
             // Data that shows with the next tick.
             Event::Log { .. } => {
-                if !self.ui.follow || self.ui.log_back > 0 {
-                    self.ui.log_back += 1;
-                }
                 self.ui.data_stale = true;
                 Redraw::No
             }
@@ -30,11 +28,14 @@ impl App {
         let rebuild = finished && self.view.plan.is_none();
         let started = matches!(ev, Event::CellStarted { .. });
         let pushed_before = self.view.log.pushed;
+        let shown_before = self.shown_log().pushed;
         self.view.apply(&ev);
-        // Notes the fold added are lines too: keep a scrolled-back view still.
-        let added = self.view.log.pushed - pushed_before;
-        if !matches!(ev, Event::Log { .. }) && added > 0 && self.ui.log_back > 0 {
-            self.ui.log_back += added as usize;
+        self.copy_to_picked(self.view.log.pushed - pushed_before);
+        // Lines that reach the pane (a log line, or a note the fold added)
+        // keep a scrolled-back or paused view still.
+        let added = (self.shown_log().pushed - shown_before) as usize;
+        if added > 0 && (self.ui.log_back > 0 || (is_log && !self.ui.follow)) {
+            self.ui.log_back += added;
         }
         self.clamp_log();
         if rebuild {
@@ -46,7 +47,21 @@ impl App {
         if started {
             self.follow_running();
         }
+        if matches!(ev, Event::Paused { .. } | Event::Resumed { .. }) {
+            self.drop_untrue_pause_message();
+        }
         redraw
+    }
+
+    /// A pause or resume message the sweep no longer bears out (another
+    /// viewer paused after this one resumed) goes: the header says who.
+    fn drop_untrue_pause_message(&mut self) {
+        let paused = self.view.sweep.paused;
+        if let Some(f) = &self.ui.flash {
+            if f.pause.is_some_and(|p| p != paused) {
+                self.ui.flash = None;
+            }
+        }
     }
 
     /// The results are re-read; the message says so once they have been.
@@ -68,8 +83,10 @@ impl App {
     }
 
     fn push_log(&mut self, line: LogLine) {
+        let shown_before = self.shown_log().pushed;
         self.view.log.push(line);
-        if self.ui.log_back > 0 {
+        self.copy_to_picked(1);
+        if self.ui.log_back > 0 && self.shown_log().pushed > shown_before {
             self.ui.log_back += 1;
         }
         self.clamp_log();
@@ -82,7 +99,7 @@ impl App {
         let mut redraw = Redraw::No;
         if self.ui.data_stale || self.log_hidden() > 0 {
             self.ui.data_stale = false;
-            self.ui.log_shown = self.view.log.pushed;
+            self.ui.log_shown = self.shown_log().pushed;
             redraw = Redraw::Soon;
         }
         if self

@@ -41,6 +41,11 @@ impl App {
             Key::Details => self.open(Overlay::Details { scroll: 0 }),
             Key::Help => self.open(Overlay::Help { scroll: 0 }),
             Key::Chart => self.open(Overlay::Chart),
+            // No popup to close: nothing selected, the running cell followed.
+            Key::Close if self.ui.overlay == Overlay::None && self.ui.focus == Focus::Grid => {
+                self.follow_again();
+                Redraw::Now
+            }
             Key::Close => self.open(Overlay::None),
             Key::Wrap => self.toggle_wrap(),
             Key::Theme => self.next_theme(),

@@ -13,6 +13,7 @@ mod disk;
 mod events;
 mod input;
 mod keys;
+mod log;
 mod navigate;
 mod search;
 
@@ -29,6 +30,7 @@ use crate::engine::Request;
 use crate::model::{Event, Level, Timestamp};
 use crate::view::grid::{Grid, ValueMode};
 use crate::view::state::{Sweep, ViewState};
+pub use log::PickedLog;
 
 /// Everything that can change the dashboard.
 #[derive(Debug)]
@@ -133,8 +135,8 @@ pub struct App {
     pub engine_done: bool,
     /// The dashboard should close.
     pub exit: bool,
-    /// The config whose log file a read-only view shows (or has asked for).
-    log_file_config: Option<String>,
+    /// The log of the config the user selected (none: the live tail).
+    picked: Option<PickedLog>,
     /// Disk work asked for and not yet handed to the worker.
     jobs: Vec<Job>,
 }
@@ -178,7 +180,7 @@ impl App {
             quit_sent: false,
             engine_done: false,
             exit: false,
-            log_file_config: None,
+            picked: None,
             jobs: Vec::new(),
         };
         app.now = app.view.latest_at;
@@ -188,9 +190,7 @@ impl App {
         }
         app.ui.log_shown = app.view.log.pushed;
         app.follow_running();
-        if app.read_only() {
-            app.load_log_file();
-        }
+        app.pick_log();
         app
     }
 
@@ -231,8 +231,8 @@ impl App {
 
     /// Log lines that arrived but are not on screen yet.
     pub fn log_hidden(&self) -> usize {
-        (self.view.log.pushed.saturating_sub(self.ui.log_shown) as usize)
-            .min(self.view.log.lines.len())
+        let log = self.shown_log();
+        (log.pushed.saturating_sub(self.ui.log_shown) as usize).min(log.lines.len())
     }
 
     /// The record of the selected cell, if it has one.
@@ -246,7 +246,7 @@ impl App {
     pub fn update(&mut self, action: Action) -> Redraw {
         // Whatever the user does, the log pane is current when it is drawn.
         if action.by_user() {
-            self.ui.log_shown = self.view.log.pushed;
+            self.ui.log_shown = self.shown_log().pushed;
         }
         match action {
             Action::Key(k) => self.key(k),
@@ -290,6 +290,7 @@ impl App {
             text,
             level,
             until_ms: self.now.unix_ms().saturating_add(FLASH_MS),
+            pause: None,
         });
     }
 

@@ -145,9 +145,7 @@ impl App {
 
     pub(super) fn selection_moved(&mut self) {
         self.keep_selection_visible();
-        if self.read_only() {
-            self.load_log_file();
-        }
+        self.pick_log();
     }
 
     /// Put the selection on the running cell (until the user moves it): the
@@ -229,7 +227,7 @@ impl App {
     /// Keep the log scrolled no further back than its oldest line.
     pub(super) fn clamp_log(&mut self) {
         let page = self.log_page();
-        let max_back = self.view.log.lines.len().saturating_sub(page);
+        let max_back = self.shown_log().lines.len().saturating_sub(page);
         self.ui.log_back = self.ui.log_back.min(max_back);
     }
 }

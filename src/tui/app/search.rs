@@ -92,7 +92,7 @@ impl App {
     fn search(&mut self, q: &str, older: bool) {
         self.ui.last_search = Some(q.to_string());
         self.ui.focus = Focus::Log;
-        let lines = &self.view.log.lines;
+        let lines = &self.shown_log().lines;
         let n = lines.len();
         // The line shown at the bottom now; a repeated search goes past it.
         let bottom = n.saturating_sub(self.ui.log_back);

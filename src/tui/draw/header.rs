@@ -10,7 +10,7 @@ use ratatui::Frame;
 
 use super::clock;
 use crate::tui::app::{App, Mode};
-use crate::view::state::Shown;
+use crate::view::state::{Shown, Sweep};
 
 /// A part of the header and its priority: lower numbers go first when space
 /// is short.
@@ -111,25 +111,28 @@ fn segments(app: &App, compact: bool) -> Vec<Segment> {
     let mut segs: Vec<Segment> = Vec::new();
     segs.push((9, vec![Span::styled(format!(" {name}"), t.header_accent)]));
     let side_by_side = v.live_configs().count();
-    if let Some(c) = v.config() {
+    // Once the sweep has ended no config runs: the header names none.
+    let now = v.config_now();
+    if let Some(c) = now {
         let phase = words(format!("phase {}", c.phase), c.phase.clone());
         segs.push((4, vec![Span::styled(phase, t.header)]));
     }
-    if let (true, Some(_)) = (side_by_side > 1, v.config()) {
+    if let (true, Some(_)) = (side_by_side > 1, now) {
         let text = words(
             format!("{side_by_side} configs side by side"),
             format!("{side_by_side} configs"),
         );
         segs.push((7, vec![Span::styled(text, t.header_accent)]));
-    } else if let Some(c) = v.config() {
+    } else if let Some(c) = now {
         let attempt = match (c.attempt > 1, compact) {
             (false, _) => String::new(),
             (true, false) => format!(" (attempt {})", c.attempt),
             (true, true) => format!(" #{}", c.attempt),
         };
+        let (index, total) = v.config_place(c);
         let index = words(
-            format!("config {}/{} ", c.index, c.total),
-            format!("{}/{} ", c.index, c.total),
+            format!("config {index}/{total} "),
+            format!("{index}/{total} "),
         );
         segs.push((
             7,
@@ -156,11 +159,14 @@ fn segments(app: &App, compact: bool) -> Vec<Segment> {
         let text = words(format!("elapsed {}", clock(e)), format!("{} in", clock(e)));
         segs.push((5, vec![Span::styled(text, t.header)]));
     }
-    if let Some(eta) = v.eta_s(app.now) {
-        segs.push((
-            6,
-            vec![Span::styled(format!("ETA {}", clock(eta)), t.header)],
-        ));
+    let eta = match v.eta_s(app.now) {
+        Some(eta) => Some(format!("ETA {}", clock(eta))),
+        // Running, with too little measured yet for an ETA.
+        None if matches!(v.sweep.sweep, Sweep::Running) => Some("ETA …".to_string()),
+        None => None,
+    };
+    if let Some(eta) = eta {
+        segs.push((6, vec![Span::styled(eta, t.header)]));
     }
     if let (true, Some(by)) = (v.sweep.paused, &v.paused_by) {
         let who = app.who(by);

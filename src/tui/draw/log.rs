@@ -1,5 +1,6 @@
 //! The server log tail: follows the newest line unless scrolled back; failure
-//! lines in the failure style, the ready line highlighted, search matches marked.
+//! lines in the failure style, the ready line highlighted, search matches
+//! marked; the title says whose log it is, the selected or the running config's.
 
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -9,26 +10,17 @@ use ratatui::Frame;
 
 use crate::tui::app::App;
 use crate::tui::ui::Focus;
-use crate::view::state::LineKind;
+use crate::view::state::{LineKind, LogTail};
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme();
     let sym = app.symbols();
-    let log = &app.view.log;
+    let log = app.shown_log();
     // Lines newer than the pane's last refresh wait below the bottom edge.
     let end = log
         .lines
         .len()
         .saturating_sub(app.ui.log_back.max(app.log_hidden()));
-    // Named after the config whose output is at the bottom of the pane.
-    let source = end
-        .checked_sub(1)
-        .and_then(|i| log.lines.get(i))
-        .map(|l| l.config.as_str())
-        .filter(|c| !c.is_empty())
-        .or(app.view.config().map(|c| c.id.as_str()))
-        .map(|c| format!("{}{c}", sym.sep))
-        .unwrap_or_default();
     let state = if app.ui.log_back > 0 {
         format!("{}{} lines back", sym.sep, app.ui.log_back)
     } else if app.ui.follow {
@@ -36,17 +28,9 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     } else {
         format!("{}paused", sym.sep)
     };
-    // Configs side by side share the pane: each line says whose it is.
-    let side_by_side = app.view.live_configs().nth(1).is_some();
-    let source = if side_by_side {
-        format!(
-            "{}{} configs side by side",
-            sym.sep,
-            app.view.live_configs().count()
-        )
-    } else {
-        source
-    };
+    // Configs side by side share the live tail: each line says whose it is.
+    let side_by_side = app.picked_config().is_none() && app.view.live_configs().nth(1).is_some();
+    let source = source(app, log, end);
     let block = app.block(
         format!(" Server log{source}{state} "),
         app.ui.focus == Focus::Log,
@@ -110,6 +94,32 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         return;
     }
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// Whose log the title names: the selected config's, else the running
+/// config's (or how many run side by side), else the config whose output
+/// is at the bottom of the pane (between configs, or after the end).
+fn source(app: &App, log: &LogTail, end: usize) -> String {
+    let sep = app.symbols().sep;
+    if let Some(c) = app.picked_config() {
+        return format!("{sep}{c} (selected)");
+    }
+    let mut live = app.view.live_configs();
+    match (live.next(), live.next()) {
+        (Some(_), Some(_)) => {
+            let n = app.view.live_configs().count();
+            format!("{sep}{n} configs side by side")
+        }
+        (Some(c), None) => format!("{sep}{} (running)", c.id),
+        (None, _) => end
+            .checked_sub(1)
+            .and_then(|i| log.lines.get(i))
+            .map(|l| l.config.as_str())
+            .filter(|c| !c.is_empty())
+            .or(app.view.config().map(|c| c.id.as_str()))
+            .map(|c| format!("{sep}{c}"))
+            .unwrap_or_default(),
+    }
 }
 
 /// A line with every case-insensitive match of `q` (already lowercase) marked.

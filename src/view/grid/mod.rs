@@ -206,13 +206,19 @@ impl Grid {
         if v.retry_waits(id, &row.id) {
             return CellView::Queued;
         }
+        let excluded = v.excluded.contains(&row.id);
         let Some(r) = v.records.get(id) else {
-            return if v.excluded.contains(&row.id) {
+            return if excluded {
                 CellView::Excluded
             } else {
                 CellView::Pending
             };
         };
+        // An excluded config's cells are recorded as skipped when the sweep
+        // reaches them (so the run accounts for each): still excluded.
+        if excluded && r.status == Status::Skipped {
+            return CellView::Excluded;
+        }
         let base_record = self
             .baseline_record(v, &row.phase, col)
             .filter(|b| b.status == Status::Ok);

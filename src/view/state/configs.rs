@@ -2,7 +2,7 @@
 //! themselves or stopped; those running side by side, and what each
 //! benchmarked.
 
-use super::ViewState;
+use super::{Sweep, ViewState};
 use crate::model::text::display;
 use crate::model::{ServerMeta, Timestamp};
 
@@ -100,6 +100,27 @@ impl ViewState {
             .rev()
             .find(|c| c.live())
             .or(self.configs.last())
+    }
+
+    /// The config the header names as the one running: none once the
+    /// sweep has ended (the one that ran last runs no more).
+    pub fn config_now(&self) -> Option<&ConfigRun> {
+        match self.sweep.sweep {
+            Sweep::Finished { .. } | Sweep::Interrupted { .. } => None,
+            Sweep::Waiting | Sweep::Running => self.config(),
+        }
+    }
+
+    /// A config's place in the plan shown and how many configs it has
+    /// (`config 7/8`). The engine's count is of the plan it runs: a shard's
+    /// part of a sweep directory shown whole would read `2/3` beside a grid
+    /// of 8; without a plan, the engine's count.
+    pub fn config_place(&self, run: &ConfigRun) -> (usize, usize) {
+        let of_plan = self.plan.as_ref().and_then(|p| {
+            let i = p.configs.iter().position(|c| c.id == run.id)?;
+            Some((i + 1, p.configs.len()))
+        });
+        of_plan.unwrap_or((run.index, run.total))
     }
 
     /// The configs whose servers run now, in the order they started.

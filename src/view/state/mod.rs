@@ -41,7 +41,7 @@ pub struct ViewState {
     pub total_cells: usize,
     /// When the latest (re)start of the sweep began.
     pub started: Option<Timestamp>,
-    /// Cells finished since then (for the ETA).
+    /// Cells finished since then.
     pub finished_since_start: usize,
     /// Seconds spent paused since then, and when the pause in progress began:
     /// the ETA counts only the time the sweep was working.

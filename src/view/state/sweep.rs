@@ -2,8 +2,19 @@
 //! badge says, how many cells are done, and the elapsed time and ETA from
 //! the events' own clock.
 
+use std::collections::BTreeSet;
+
 use super::ViewState;
-use crate::model::Timestamp;
+use crate::model::{covered_s, CellRecord, Status, Timestamp};
+
+/// Cells measured since the (re)start before an ETA is given, and working
+/// seconds: before them the pace is mostly the first server's start.
+const ETA_MIN_CELLS: usize = 3;
+const ETA_MIN_WORK_S: f64 = 10.0;
+
+/// A cell recorded quicker than this did not run (a crashed config's rest,
+/// failed without a request): no measurement.
+const MEASURED_MIN_S: f64 = 0.1;
 
 /// Where the sweep as a whole stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,15 +199,68 @@ impl ViewState {
         Some(end.seconds_since(self.started?).max(0.0) as u64)
     }
 
-    /// Seconds left, from the pace of the cells finished since the start,
-    /// paused time left out (while paused, the ETA stands still).
+    /// Seconds left, or `None` until enough is known (the header then says
+    /// it is estimating). The rule, from what was recorded since the sweep
+    /// (re)started: no ETA before [`ETA_MIN_CELLS`] cells were measured and
+    /// [`ETA_MIN_WORK_S`] working seconds passed (paused time left out), as
+    /// a first cell's pace is mostly its server's start. Then each cell left
+    /// takes what the cells recorded since the start took each (the time any
+    /// of them ran, over how many: cells side by side count once, a crashed
+    /// config's rest counts as the nothing it cost), and each config left to
+    /// start takes what the configs since the start took besides their
+    /// cells (starting and stopping servers). Both are measured up to the
+    /// last record, not to now, so a long cell running or a pause does not
+    /// move the ETA.
     pub fn eta_s(&self, now: Timestamp) -> Option<u64> {
-        if !matches!(self.sweep.sweep, Sweep::Running) || self.finished_since_start == 0 {
+        if !matches!(self.sweep.sweep, Sweep::Running) {
             return None;
         }
+        let start = self.started?;
         let now = self.paused_since.unwrap_or(now);
-        let elapsed = (now.seconds_since(self.started?) - self.paused_s).max(0.0);
-        let left = self.total_cells.saturating_sub(self.done()) as f64;
-        Some((elapsed / self.finished_since_start as f64 * left).round() as u64)
+        let work_s = now.seconds_since(start) - self.paused_s;
+        let since: Vec<&CellRecord> = self
+            .records
+            .values()
+            .filter(|r| r.started_at >= start && r.status != Status::Skipped)
+            .collect();
+        let ran: Vec<(Timestamp, Timestamp)> = since
+            .iter()
+            .filter(|r| r.finished_at.seconds_since(r.started_at) >= MEASURED_MIN_S)
+            .map(|r| (r.started_at, r.finished_at))
+            .collect();
+        if ran.len() < ETA_MIN_CELLS || work_s < ETA_MIN_WORK_S {
+            return None;
+        }
+        let last = since.iter().map(|r| r.finished_at).max()?;
+        let cells_s = covered_s(ran);
+        let per_cell = cells_s / since.len() as f64;
+        let configs_since: BTreeSet<&str> = since.iter().map(|r| r.config.as_str()).collect();
+        let window_s = last.seconds_since(start) - self.paused_s;
+        let per_config = (window_s - cells_s).max(0.0) / configs_since.len() as f64;
+        let (cells, configs) = self.left_to_run();
+        let eta = cells as f64 * per_cell + configs as f64 * per_config;
+        eta.is_finite().then(|| eta.round().max(0.0) as u64)
+    }
+
+    /// Cells left to record (an excluded config's are skipped, not run), and
+    /// the configs not running now that have some of them (each a server
+    /// start). Without the plan, the cells left by the count.
+    fn left_to_run(&self) -> (usize, usize) {
+        let Some(plan) = &self.plan else {
+            return (self.total_cells.saturating_sub(self.done()), 0);
+        };
+        let live: BTreeSet<&str> = self.live_configs().map(|c| c.id.as_str()).collect();
+        let mut configs = BTreeSet::new();
+        let mut cells = 0;
+        for c in &plan.cells {
+            let left = !self.records.contains_key(&c.id) || self.retry_waits(&c.id, &c.config);
+            if left && !self.excluded.contains(&c.config) {
+                cells += 1;
+                if !live.contains(c.config.as_str()) {
+                    configs.insert(c.config.as_str());
+                }
+            }
+        }
+        (cells, configs.len())
     }
 }

@@ -118,15 +118,83 @@ fn a_retried_cell_is_queued_until_it_is_recorded_again() {
     assert!(v.retry_waits("a", "c1") && !v.retry_waits("b", "c1"));
 }
 
+/// A cell that ran from `from` to `to` (seconds into the sweep).
+fn ran(cell: &str, config: &str, from: u32, to: u32) -> Event {
+    finished(CellRecord {
+        started_at: at(from),
+        ..rec(cell, config, Status::Ok, to)
+    })
+}
+
 #[test]
-fn eta_follows_the_pace_of_finished_cells() {
+fn eta_waits_until_cells_were_measured() {
+    // One cell 6 s in: a server start spread over one cell is no pace.
+    let mut v = fold(&[started(0, 0), ran("a", "c1", 4, 6)]);
+    assert_eq!(v.eta_s(at(6)), None);
+    assert_eq!(v.eta_s(at(30)), None);
+    // Cells recorded without running (a crashed config's rest) are no
+    // measurement either.
+    for cell in ["b", "c"] {
+        v.apply(&finished(CellRecord {
+            started_at: at(6),
+            ..rec(cell, "c1", Status::Failed, 6)
+        }));
+    }
+    assert_eq!(v.eta_s(at(30)), None);
+}
+
+#[test]
+fn eta_comes_from_measured_cell_durations() {
     let v = fold(&[
         started(0, 0),
-        finished(rec("a", "c1", Status::Ok, 10)),
-        finished(rec("b", "c1", Status::Ok, 20)),
+        ran("a", "c1", 4, 6),
+        ran("b", "c1", 6, 8),
+        ran("c", "c1", 8, 10),
     ]);
-    // 2 of 4 cells in 20 s: 20 s left.
-    assert_eq!(v.eta_s(at(20)), Some(20));
+    // Three cells measured at 2 s each, one left: 2 s, however long the
+    // first server took to start.
+    assert_eq!(v.eta_s(at(10)), Some(2));
+    // Configs side by side: their cells' times overlap, counted once.
+    let v = fold(&[
+        started(0, 0),
+        ran("a", "c1", 0, 4),
+        ran("b", "c2", 0, 4),
+        ran("c", "c1", 4, 6),
+    ]);
+    assert_eq!(v.eta_s(at(10)), Some(2));
+}
+
+#[test]
+fn eta_adds_for_each_config_left_what_a_config_took_besides_its_cells() {
+    let plan = Arc::new(
+        crate::plan::Plan::parse(
+            std::path::Path::new(crate::plan::DEMO_PATH),
+            crate::plan::DEMO_PLAN,
+        )
+        .unwrap(),
+    );
+    let mut v = ViewState::new(Some(plan.clone()));
+    v.apply(&Event::SweepStarted {
+        at: at(0),
+        plan: plan.name.clone(),
+        run_dir: "runs/demo".into(),
+        configs: plan.configs.len(),
+        cells: plan.cells.len(),
+        already_done: 0,
+    });
+    // The first config's server took 6 s to start, its cells 2 s each.
+    let first = &plan.configs[0].id;
+    let cells: Vec<_> = plan.cells_of(first).map(|c| c.id.clone()).collect();
+    for (i, c) in cells.iter().enumerate() {
+        let from = 6 + 2 * i as u32;
+        v.apply(&ran(c, first, from, from + 2));
+    }
+    let left = (plan.cells.len() - cells.len()) as u64;
+    let configs_left = (plan.configs.len() - 1) as u64;
+    let eta = Some(left * 2 + configs_left * 6);
+    assert_eq!(v.eta_s(at(20)), eta);
+    // The next server starting takes no cell's time: the ETA holds.
+    assert_eq!(v.eta_s(at(30)), eta);
 }
 
 #[test]
@@ -167,21 +235,23 @@ fn the_alert_keeps_the_worst_failure_and_counts_each_kind() {
 fn eta_leaves_paused_time_out() {
     let mut v = fold(&[
         started(0, 0),
-        finished(rec("a", "c1", Status::Ok, 10)),
-        Event::Paused { at: at(10) },
+        ran("a", "c1", 0, 2),
+        ran("b", "c1", 2, 4),
+        Event::Paused { at: at(4) },
     ]);
-    // 1 of 4 cells in 10 working seconds: 30 s left, however long the pause.
-    assert_eq!(v.eta_s(at(15)), Some(30));
-    assert_eq!(v.eta_s(at(500)), Some(30));
+    // Paused before the pace is known: working time only counts once resumed.
+    assert_eq!(v.eta_s(at(500)), None);
     v.apply(&Event::Resumed { at: at(500) });
-    v.apply(&finished(rec("b", "c1", Status::Ok, 510)));
-    // 2 of 4 in 20 working seconds (490 paused): 20 s left.
-    assert_eq!(v.eta_s(at(510)), Some(20));
-    // A second pause request while paused does not restart the clock.
-    v.apply(&Event::Paused { at: at(510) });
+    v.apply(&ran("c", "c1", 500, 506));
+    // 10 working seconds (496 paused); 3 cells in 10 s of cell time, one
+    // left: 3 s.
+    assert_eq!(v.eta_s(at(506)), Some(3));
+    // While paused the ETA stands still, however long the pause.
+    v.apply(&Event::Paused { at: at(506) });
     v.apply(&Event::Paused { at: at(600) });
+    assert_eq!(v.eta_s(at(700)), Some(3));
     v.apply(&Event::Resumed { at: at(700) });
-    assert_eq!(v.eta_s(at(700)), Some(20));
+    assert_eq!(v.eta_s(at(700)), Some(3));
 }
 
 #[test]
