@@ -48,8 +48,11 @@
 //! [`load::CellStats`] and streams it to `requests/<cell>.jsonl`; the
 //! server's own figures from its `/metrics`; then the cell's
 //! [`model::Metrics`], the server's health and the plan's checks go to
-//! [`detect::validate`]. The resulting [`model::CellRecord`] is appended and
-//! fsynced to `results.jsonl`, then published as an [`model::Event`]. Every
+//! [`detect::validate`]. The resulting [`model::CellRecord`] is published as
+//! an [`model::Event`] and appended and fsynced to `results.jsonl` by the
+//! [`store::Recorder`], the thread that writes the run directory (server logs
+//! and request records have threads of their own), so a disk that hangs
+//! never holds up a measurement. Every
 //! view folds the same events into a [`view::state::ViewState`];
 //! [`view::grid::Grid`] says what the cell shows (a value of
 //! [`model::METRICS`], or the failure's badge), the same in the dashboard,
