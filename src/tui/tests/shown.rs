@@ -195,17 +195,26 @@ fn a_killed_runs_last_config_is_read_from_its_log_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The events of a pause (or a resume) asked for by `source`.
+fn toggled(at: crate::model::Timestamp, source: &str, paused: bool) -> [Event; 2] {
+    let action = Event::Action {
+        at,
+        action: "toggle_pause".into(),
+        target: None,
+        source: source.into(),
+    };
+    if paused {
+        [action, Event::Paused { at }]
+    } else {
+        [action, Event::Resumed { at }]
+    }
+}
+
 #[test]
 fn a_pause_by_another_viewer_clears_the_resuming_message() {
     let mut s = running_story();
-    let t = s.tick();
-    s.events.push(Event::Action {
-        at: t,
-        action: "toggle_pause".into(),
-        target: None,
-        source: "key".into(),
-    });
-    s.events.push(Event::Paused { at: t });
+    let paused = toggled(s.tick(), "key", true);
+    s.events.extend(paused);
     let (mut app, _rx) = live(s.view());
     press(&mut app, KeyCode::Char('p'));
     let alert = |app: &mut App| {
@@ -213,30 +222,12 @@ fn a_pause_by_another_viewer_clears_the_resuming_message() {
         text.lines().nth(1).unwrap_or_default().to_string()
     };
     assert!(alert(&mut app).contains("resuming the sweep"));
-    let t = s.tick();
-    for ev in [
-        Event::Action {
-            at: t,
-            action: "toggle_pause".into(),
-            target: None,
-            source: "key".into(),
-        },
-        Event::Resumed { at: t },
-    ] {
+    for ev in toggled(s.tick(), "key", false) {
         app.update(Action::Event(ev));
     }
     // Resumed as said: the message stays its few seconds.
     assert!(alert(&mut app).contains("resuming the sweep"));
-    let t = s.tick();
-    for ev in [
-        Event::Action {
-            at: t,
-            action: "toggle_pause".into(),
-            target: None,
-            source: "viewer 4242".into(),
-        },
-        Event::Paused { at: t },
-    ] {
+    for ev in toggled(s.tick(), "viewer 4242", true) {
         app.update(Action::Event(ev));
     }
     let h = header(&mut app);
