@@ -29,7 +29,8 @@ pub struct RequestsWriter {
     lines: Option<std_mpsc::Sender<Vec<u8>>>,
     done: oneshot::Receiver<Result<PathBuf, StoreError>>,
     queued: Arc<AtomicU64>,
-    line: Vec<u8>,
+    /// The longest line so far: the next one is made that large at once.
+    line_capacity: usize,
     left_out: u64,
     error: Option<StoreError>,
 }
@@ -60,7 +61,7 @@ impl RequestsWriter {
             lines: Some(lines),
             done,
             queued,
-            line: Vec::with_capacity(4096),
+            line_capacity: 4096,
             left_out: 0,
             error: None,
         })
@@ -72,16 +73,18 @@ impl RequestsWriter {
         let Some(lines) = self.lines.as_ref() else {
             return;
         };
-        self.line.clear();
-        if let Err(e) = text::write_json_line(&mut self.line, rec) {
+        // The line goes to the writing thread as it is: no copy.
+        let mut line = Vec::with_capacity(self.line_capacity);
+        if let Err(e) = text::write_json_line(&mut line, rec) {
             self.error = Some(Invalid::encode("a request record")(e));
             self.lines = None;
             return;
         }
-        self.line.push(b'\n');
-        let len = self.line.len() as u64;
+        line.push(b'\n');
+        self.line_capacity = self.line_capacity.max(line.len());
+        let len = line.len() as u64;
         if self.queued.fetch_add(len, Ordering::SeqCst) + len > MAX_QUEUED
-            || lines.send(self.line.clone()).is_err()
+            || lines.send(line).is_err()
         {
             self.queued.fetch_sub(len, Ordering::SeqCst);
             self.left_out += 1;
