@@ -172,7 +172,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             "/metrics" => response(
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",
-                full(metrics(shared)),
+                full(crate::metrics::exposition(shared)),
             ),
             "/version" => json_response(
                 StatusCode::OK,
@@ -321,13 +321,19 @@ fn max_tokens(body: &Value, endpoint: Endpoint) -> Result<u64, String> {
     }
 }
 
-async fn completion(
-    shared: &Arc<Shared>,
-    body: &Value,
-    endpoint: Endpoint,
-    start: Instant,
-) -> Response<Body> {
-    let parsed = (|| {
+/// What a generation request asks for, checked: its prompt's token ids and
+/// length (BOS counted), `max_tokens`, and how the answer is sent.
+struct Asked {
+    ids: Vec<u32>,
+    prompt: u64,
+    max: u64,
+    stream: bool,
+    include_usage: bool,
+}
+
+impl Asked {
+    /// The request's fields, or the message of the 400 the server answers.
+    fn read(shared: &Shared, body: &Value, endpoint: Endpoint) -> Result<Asked, String> {
         let ids = prompt_ids(shared, body, endpoint)?;
         let prompt = ids.len() as u64 + u64::from(shared.args.bos);
         let max = max_tokens(body, endpoint)?;
@@ -336,23 +342,37 @@ async fn completion(
             None | Some(Value::Null) => false,
             Some(o) => bool_field(o, "include_usage")?,
         };
-        Ok::<_, String>((ids, prompt, max, stream, include_usage))
-    })();
-    let (ids, prompt, mut max, stream, include_usage) = match parsed {
-        Ok(p) => p,
+        Ok(Asked {
+            ids,
+            prompt,
+            max,
+            stream,
+            include_usage,
+        })
+    }
+}
+
+async fn completion(
+    shared: &Arc<Shared>,
+    body: &Value,
+    endpoint: Endpoint,
+    start: Instant,
+) -> Response<Body> {
+    let mut asked = match Asked::read(shared, body, endpoint) {
+        Ok(a) => a,
         Err(e) => return bad_request(shared, &e),
     };
     let limit = shared.args.max_model_len;
-    if shared.args.clamp_max_tokens && prompt < limit && max <= limit {
-        max = max.min(limit - prompt);
+    if shared.args.clamp_max_tokens && asked.prompt < limit && asked.max <= limit {
+        asked.max = asked.max.min(limit - asked.prompt);
     }
-    if prompt.saturating_add(max) > limit {
+    if asked.prompt.saturating_add(asked.max) > limit {
         return bad_request(
             shared,
-            &overflow_message(shared.args.flavor, limit, prompt, max),
+            &overflow_message(shared.args.flavor, limit, asked.prompt, asked.max),
         );
     }
-    shared.cache_lookup(&ids);
+    shared.cache_lookup(&asked.ids);
     let seq = shared.next_request_seq();
     let id = match endpoint {
         Endpoint::Completions => format!("cmpl-sim{seq:024x}"),
@@ -363,29 +383,40 @@ async fn completion(
         id,
         created: unix_now(),
         model: shared.args.model.clone(),
-        prompt_tokens: prompt,
-        max_tokens: max,
-        include_usage,
+        prompt_tokens: asked.prompt,
+        max_tokens: asked.max,
+        include_usage: asked.include_usage,
         seq,
         start,
     };
-    if stream {
-        let (tx, rx) = mpsc::channel::<Bytes>(16);
-        tokio::spawn(engine::generate(shared.clone(), gen, Sink::Stream(tx)));
-        let frames = futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv()
-                .await
-                .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
-        });
-        let mut r = response(
-            StatusCode::OK,
-            "text/event-stream; charset=utf-8",
-            BodyExt::boxed(StreamBody::new(frames)),
-        );
-        r.headers_mut()
-            .insert("cache-control", HeaderValue::from_static("no-cache"));
-        return r;
+    if asked.stream {
+        streamed(shared, gen)
+    } else {
+        whole(shared, gen).await
     }
+}
+
+/// The answer as server-sent events, produced while the client reads.
+fn streamed(shared: &Arc<Shared>, gen: Generation) -> Response<Body> {
+    let (tx, rx) = mpsc::channel::<Bytes>(16);
+    tokio::spawn(engine::generate(shared.clone(), gen, Sink::Stream(tx)));
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let mut r = response(
+        StatusCode::OK,
+        "text/event-stream; charset=utf-8",
+        BodyExt::boxed(StreamBody::new(frames)),
+    );
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// The answer as one JSON body once the generation is done.
+async fn whole(shared: &Arc<Shared>, gen: Generation) -> Response<Body> {
     let outcome = engine::generate(shared.clone(), gen.clone(), Sink::Collect(String::new())).await;
     let text = match outcome {
         Outcome::Done(text) => text,
@@ -411,7 +442,7 @@ async fn completion(
         tokenizer::count_tokens(&text),
     ));
     let finish_reason = Some("length");
-    let body = match endpoint {
+    let body = match gen.endpoint {
         Endpoint::Completions => Envelope {
             id: &gen.id,
             object: "text_completion",
@@ -520,209 +551,6 @@ fn server_info(shared: &Shared) -> Value {
         "internal_states": [state],
         "version": "0.5.0-sim",
     })
-}
-
-/// Prometheus exposition in the flavor's metric names.
-fn metrics(shared: &Shared) -> String {
-    use std::fmt::Write as _;
-    let c = shared.counters().clone();
-    let model = &shared.args.model;
-    let spec = shared.args.method != Method::None;
-    let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, labels: &str, value: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name}{{{labels}}} {value:?}");
-    };
-    // The latency histograms, by the engine's clock (only the +Inf bucket).
-    let (prefix, queue) = match shared.args.flavor {
-        Flavor::Vllm => ("vllm", "request_queue_time_seconds"),
-        Flavor::Sglang => ("sglang", "queue_time_seconds"),
-    };
-    let hist_labels = match shared.args.flavor {
-        Flavor::Vllm => format!("engine=\"0\",model_name=\"{model}\""),
-        Flavor::Sglang => format!("model_name=\"{model}\""),
-    };
-    let lat = &c.latency;
-    let mut histograms = String::new();
-    for (name, help, h) in [
-        (
-            "time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            lat.ttft,
-        ),
-        (
-            "inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
-            lat.itl,
-        ),
-        (
-            "e2e_request_latency_seconds",
-            "Histogram of e2e request latency in seconds.",
-            lat.e2e,
-        ),
-        (
-            queue,
-            "Histogram of time spent in the waiting queue in seconds.",
-            lat.queue,
-        ),
-    ] {
-        let name = format!("{prefix}:{name}");
-        let l = &hist_labels;
-        let _ = writeln!(histograms, "# HELP {name} {help}");
-        let _ = writeln!(histograms, "# TYPE {name} histogram");
-        let _ = writeln!(
-            histograms,
-            "{name}_bucket{{{l},le=\"+Inf\"}} {:?}",
-            h.count as f64
-        );
-        let _ = writeln!(histograms, "{name}_count{{{l}}} {:?}", h.count as f64);
-        let _ = writeln!(histograms, "{name}_sum{{{l}}} {:?}", h.sum);
-    }
-    match shared.args.flavor {
-        Flavor::Vllm => {
-            let l = format!("engine=\"0\",model_name=\"{model}\"");
-            metric(
-                "vllm:num_requests_running",
-                "gauge",
-                "Number of requests in model execution batches.",
-                &l,
-                c.active as f64,
-            );
-            metric(
-                "vllm:num_requests_waiting",
-                "gauge",
-                "Number of requests waiting to be processed.",
-                &l,
-                0.0,
-            );
-            metric(
-                "vllm:prompt_tokens_total",
-                "counter",
-                "Number of prefill tokens processed.",
-                &l,
-                c.prompt_tokens as f64,
-            );
-            metric(
-                "vllm:generation_tokens_total",
-                "counter",
-                "Number of generation tokens processed.",
-                &l,
-                c.output_tokens as f64,
-            );
-            metric(
-                "vllm:prefix_cache_queries_total",
-                "counter",
-                "Prefix cache queries, in terms of number of queried tokens.",
-                &l,
-                c.cache_queries as f64,
-            );
-            metric(
-                "vllm:prefix_cache_hits_total",
-                "counter",
-                "Prefix cache hits, in terms of number of cached tokens.",
-                &l,
-                c.cache_hits as f64,
-            );
-            metric(
-                "vllm:request_success_total",
-                "counter",
-                "Count of successfully processed requests.",
-                &format!("engine=\"0\",finished_reason=\"length\",model_name=\"{model}\""),
-                c.requests_finished as f64,
-            );
-            if spec {
-                metric(
-                    "vllm:spec_decode_num_drafts_total",
-                    "counter",
-                    "Number of spec decoding drafts.",
-                    &l,
-                    c.spec.steps as f64,
-                );
-                metric(
-                    "vllm:spec_decode_num_draft_tokens_total",
-                    "counter",
-                    "Number of draft tokens.",
-                    &l,
-                    c.spec.draft_tokens as f64,
-                );
-                metric(
-                    "vllm:spec_decode_num_accepted_tokens_total",
-                    "counter",
-                    "Number of accepted tokens.",
-                    &l,
-                    c.spec.accepted as f64,
-                );
-            }
-        }
-        Flavor::Sglang => {
-            let l = format!("model_name=\"{model}\"");
-            metric(
-                "sglang:num_running_reqs",
-                "gauge",
-                "The number of running requests.",
-                &l,
-                c.active as f64,
-            );
-            metric(
-                "sglang:num_queue_reqs",
-                "gauge",
-                "The number of requests in the waiting queue.",
-                &l,
-                0.0,
-            );
-            metric(
-                "sglang:gen_throughput",
-                "gauge",
-                "The generation throughput (token/s).",
-                &l,
-                c.last_gen_throughput,
-            );
-            metric(
-                "sglang:prompt_tokens_total",
-                "counter",
-                "Number of prefill tokens processed.",
-                &l,
-                c.prompt_tokens as f64,
-            );
-            metric(
-                "sglang:cached_tokens_total",
-                "counter",
-                "Number of cached prompt tokens.",
-                &format!("{l},cache_source=\"device\""),
-                c.cache_hits as f64,
-            );
-            metric(
-                "sglang:cache_hit_rate",
-                "gauge",
-                "The prefix cache hit rate.",
-                &l,
-                if c.cache_queries > 0 {
-                    c.cache_hits as f64 / c.cache_queries as f64
-                } else {
-                    0.0
-                },
-            );
-            metric(
-                "sglang:generation_tokens_total",
-                "counter",
-                "Number of generation tokens processed.",
-                &l,
-                c.output_tokens as f64,
-            );
-            if spec {
-                metric(
-                    "sglang:spec_accept_length",
-                    "gauge",
-                    "The average acceptance length of speculative decoding.",
-                    &l,
-                    c.spec.accept_len().unwrap_or(0.0),
-                );
-            }
-        }
-    }
-    out.push_str(&histograms);
-    out
 }
 
 #[cfg(test)]

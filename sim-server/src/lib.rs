@@ -82,6 +82,7 @@ mod engine;
 mod faults;
 mod http;
 mod logs;
+mod metrics;
 mod script;
 mod startup;
 mod texts;

@@ -111,7 +111,7 @@ pub mod tests {
     use crate::engine::{Counters, Shared};
     use crate::faults::{self, When};
     use crate::logs::{Level, Style, Who};
-    use crate::script::Rendered;
+    use crate::script::render::Rendered;
     use clap::Parser;
 
     thread_local! {
@@ -178,8 +178,8 @@ pub mod tests {
                     let mut c = Counters::default();
                     c.active = 3;
                     c.interval.spec.steps = 4;
-                    crate::engine::decode_stats_lines(&s, &c, &c.interval, 1.0);
-                    crate::engine::prefill_lines(&s, 100);
+                    crate::engine::lines::decode_stats_lines(&s, &c, &c.interval, 1.0);
+                    crate::engine::lines::prefill_lines(&s, 100);
                 }
             }
             let s = shared(&["--flavor", flavor]);
