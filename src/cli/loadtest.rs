@@ -196,7 +196,7 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
         // A server that cannot be measured is the measurement's failure
         // (exit 1, as when every request fails), said in one line.
         if let Err(why) = wait_ready(&probe, &base, args.wait_ready).await {
-            eprintln!("error: {}", display(&why));
+            eprintln!("error: {}", display(&why.to_string()));
             return Ok(1);
         }
         let preset = ServerKind::Openai.preset();
@@ -285,6 +285,15 @@ pub fn loadtest(args: LoadtestArgs) -> Result<u8> {
     })
 }
 
+/// A server that was not ready in time: what it answered, and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("{base} {why}; {hint}")]
+struct NotReady {
+    base: String,
+    why: String,
+    hint: String,
+}
+
 /// How often a server that is not ready is asked again.
 const READY_POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -295,7 +304,7 @@ async fn wait_ready(
     client: &reqwest::Client,
     base: &str,
     wait: Option<f64>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), NotReady> {
     use std::time::{Duration, Instant};
     let start = Instant::now();
     let limit = Duration::from_secs_f64(wait.unwrap_or(0.0));
@@ -334,7 +343,11 @@ async fn wait_ready(
                 Some(w) => format!("waited {w} s"),
                 None => "start it, or wait for it with --wait-ready SECONDS".into(),
             };
-            return Err(format!("{base} {why}; {hint}"));
+            return Err(NotReady {
+                base: base.to_string(),
+                why,
+                hint,
+            });
         }
         if !said_waiting {
             eprintln!(

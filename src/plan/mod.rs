@@ -27,7 +27,6 @@ pub mod shard;
 pub mod template;
 mod workloads;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
@@ -89,30 +88,24 @@ pub mod ranges {
 pub const MAX_CELLS: u64 = 1_000_000;
 
 /// A plan error with the place in the file it is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}{}: {message}", place(*.line, *.col))]
 pub struct PlanError {
     pub file: String,
+    /// 0 when the error is not about a place in the file (it could not be read).
     pub line: usize,
     pub col: usize,
     pub message: String,
 }
 
-impl fmt::Display for PlanError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            // Not about a place in the file (it could not be read).
-            write!(f, "{}: {}", self.file, self.message)
-        } else {
-            write!(
-                f,
-                "{}:{}:{}: {}",
-                self.file, self.line, self.col, self.message
-            )
-        }
+/// `:line:col`, or nothing for an error about the whole file.
+fn place(line: usize, col: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{col}")
     }
 }
-
-impl std::error::Error for PlanError {}
 
 /// How far the client's mean TTFT may be from the server's own before a cell
 /// is flagged `clock_gap`, unless the plan says otherwise.

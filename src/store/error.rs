@@ -43,7 +43,10 @@ pub enum Invalid {
         "{dir} is not a shard of the sweep it is in ({why}), so it is not resumed: \
          move it out of the sweep's shards, then `sweeptop slurm --resume` runs that shard"
     )]
-    ForeignShard { dir: PathBuf, why: String },
+    ForeignShard {
+        dir: PathBuf,
+        why: super::sweep::NotAShard,
+    },
     /// `run.json`, `sweep.json` or `shard.json` that does not read.
     #[error("{path}: {source}")]
     Unreadable {

@@ -210,33 +210,7 @@ async fn measure<H: Host>(
         session.server_context,
         session.prompt_target(spec).ok(),
     );
-    let measured = detect::Measured {
-        metrics: &metrics,
-        errors: &run.stats.errors,
-        short_examples: &run.stats.short_examples,
-        stall: run.stalled_for.map(|idle| detect::Stall {
-            idle,
-            in_flight: run.in_flight,
-        }),
-        longest: run.stats.longest,
-        starved: run
-            .stats
-            .starved_example
-            .map(|(tokens, span_ns)| detect::Starved {
-                requests: run.stats.starved,
-                ok_requests: run.stats.ok(),
-                tokens,
-                span_ns,
-            }),
-        usage_mismatch: run.stats.usage_example.map(|(said, streamed, max_tokens)| {
-            detect::UsageMismatch {
-                requests: run.stats.usage_mismatch,
-                said,
-                streamed,
-                max_tokens,
-            }
-        }),
-    };
+    let measured = measured(&run, &metrics);
     match detect::validate(&measured, &health, &checks) {
         Ok(mut warnings) => {
             if spec.limits.short_requests == ShortRequests::Ignore {
@@ -267,6 +241,39 @@ async fn measure<H: Host>(
                 },
             )))
         }
+    }
+}
+
+/// What the validator is handed of a repetition: its metrics and what the
+/// client saw go wrong (errors, short answers, a stall, a starved read,
+/// usage that disagreed with the stream).
+fn measured<'a>(run: &'a CellRun, metrics: &'a Metrics) -> detect::Measured<'a> {
+    detect::Measured {
+        metrics,
+        errors: &run.stats.errors,
+        short_examples: &run.stats.short_examples,
+        stall: run.stalled_for.map(|idle| detect::Stall {
+            idle,
+            in_flight: run.in_flight,
+        }),
+        longest: run.stats.longest,
+        starved: run
+            .stats
+            .starved_example
+            .map(|(tokens, span_ns)| detect::Starved {
+                requests: run.stats.starved,
+                ok_requests: run.stats.ok(),
+                tokens,
+                span_ns,
+            }),
+        usage_mismatch: run.stats.usage_example.map(|(said, streamed, max_tokens)| {
+            detect::UsageMismatch {
+                requests: run.stats.usage_mismatch,
+                said,
+                streamed,
+                max_tokens,
+            }
+        }),
     }
 }
 
