@@ -30,7 +30,7 @@ pub(super) fn place(config: &Config, held: &[Vec<u32>], snapshot: Option<&GpuSna
     match (&config.gpus, config.gpu_count) {
         (Some(list), _) => {
             if let Some(missing) = missing_gpus(list, snapshot) {
-                return Place::Never(super::preflight::failure(missing));
+                return Place::Never(super::preflight::failure(missing.to_string()));
             }
             if list.iter().any(in_use) {
                 Place::Later
@@ -74,24 +74,36 @@ pub(super) fn place(config: &Config, held: &[Vec<u32>], snapshot: Option<&GpuSna
 /// machine does not have, as NVML (or the simulated GPUs) shows them. `None`
 /// when every one is there, or when nothing shows the GPUs (no telemetry,
 /// no NVML): then the list is the user's word.
-pub fn missing_gpus(list: &[u32], snapshot: Option<&GpuSnapshot>) -> Option<String> {
+pub fn missing_gpus(list: &[u32], snapshot: Option<&GpuSnapshot>) -> Option<MissingGpus> {
     let snap = snapshot?;
     if !matches!(snap.status, GpuStatus::Nvml { .. } | GpuStatus::Simulated) {
         return None;
     }
-    let missing: Vec<String> = list
+    let missing: Vec<u32> = list
         .iter()
-        .filter(|g| !snap.gpus.iter().any(|s| s.index == **g))
-        .map(u32::to_string)
+        .copied()
+        .filter(|g| !snap.gpus.iter().any(|s| s.index == *g))
         .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "server.gpus names GPU {} but this machine shows {} GPU{}",
-            missing.join(", "),
-            snap.gpus.len(),
-            if snap.gpus.len() == 1 { "" } else { "s" }
-        )
-    })
+    let shown = snap.gpus.len();
+    (!missing.is_empty()).then_some(MissingGpus { missing, shown })
+}
+
+/// GPUs a config names that this machine does not show.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "server.gpus names GPU {} but this machine shows {shown} GPU{}",
+    list(missing),
+    if *shown == 1 { "" } else { "s" }
+)]
+pub struct MissingGpus {
+    pub missing: Vec<u32>,
+    /// How many GPUs the machine shows.
+    pub shown: usize,
+}
+
+fn list(gpus: &[u32]) -> String {
+    let words: Vec<String> = gpus.iter().map(u32::to_string).collect();
+    words.join(", ")
 }
 
 /// A GPU someone else uses: a process not ours, or memory no process of ours holds.

@@ -44,8 +44,8 @@ pub enum Done {
         config: String,
         tail: LogTail,
     },
-    /// Empty when the results could not be read.
-    Results(Vec<CellRecord>),
+    /// `None` when the results could not be read.
+    Results(Option<Vec<CellRecord>>),
 }
 
 /// An export that was written.
@@ -67,6 +67,9 @@ pub enum ExportError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The disk thread could not be started, or has ended.
+    #[error("no thread to write it on (the dashboard's disk thread is gone)")]
+    NoThread,
 }
 
 /// Which lines of a config's log are marked: those a failure quotes as
@@ -97,6 +100,27 @@ impl LogMarks {
 }
 
 impl Job {
+    /// What is shown when there is no disk thread to do it: the dashboard
+    /// never reads or writes a file on its own thread.
+    fn not_done(self) -> Done {
+        match self {
+            Job::Export { .. } => Done::Export(Err(ExportError::NoThread)),
+            Job::LogFile { config, .. } => {
+                let mut tail = LogTail::default();
+                tail.push(LogLine {
+                    text: format!(
+                        "(the server log of {config} cannot be read: the dashboard's disk thread is gone)"
+                    ),
+                    config: config.clone(),
+                    kind: LineKind::Note,
+                });
+                Done::LogFile { config, tail }
+            }
+            // The view keeps what it folded from the events.
+            Job::Results { .. } => Done::Results(None),
+        }
+    }
+
     /// Do it, here and now (on the disk thread).
     pub fn run(self) -> Done {
         match self {
@@ -109,11 +133,9 @@ impl Job {
                 let tail = read_log_file(&run_dir, &config, &marks);
                 Done::LogFile { config, tail }
             }
-            Job::Results { run_dir } => Done::Results(
-                store::read_results(&run_dir)
-                    .map(|r| r.records)
-                    .unwrap_or_default(),
-            ),
+            Job::Results { run_dir } => {
+                Done::Results(store::read_results(&run_dir).map(|r| r.records).ok())
+            }
         }
     }
 }
@@ -190,7 +212,9 @@ impl Worker {
         let started = std::thread::Builder::new()
             .name("sweeptop-tui-disk".into())
             .spawn(move || {
+                // Dropped in reverse: the queue is closed before `ended` says so.
                 let _ended = ended_tx;
+                let queue = queue;
                 while let Ok(first) = queue.recv() {
                     let batch: Vec<Job> = std::iter::once(first).chain(queue.try_iter()).collect();
                     for job in unsuperseded(batch) {
@@ -207,8 +231,7 @@ impl Worker {
     }
 
     /// Hand a job to the thread. Without one (it could not be started, or it
-    /// has ended) the job is done here, as the view did before it had one,
-    /// and its result returned.
+    /// has ended) the job is not done, and what says so is returned at once.
     pub fn ask(&self, job: Job) -> Option<Done> {
         let job = match &self.jobs {
             Some(jobs) => match jobs.send(job) {
@@ -217,7 +240,7 @@ impl Worker {
             },
             None => job,
         };
-        Some(job.run())
+        Some(job.not_done())
     }
 
     /// Let the thread finish what it was asked, waiting at most `limit` (an
@@ -270,5 +293,43 @@ mod tests {
             })
             .collect();
         assert_eq!(left, ["results", "c"]);
+    }
+
+    #[test]
+    fn without_its_thread_a_job_is_not_done_on_the_callers() {
+        // A run directory whose export would be written.
+        let dir = std::env::temp_dir().join(format!("sweeptop-disk-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(store::RESULTS), "").unwrap();
+        // The thread ends after its first job.
+        let worker = Worker::start(|_| false);
+        assert!(worker.ask(log_file("a")).is_none(), "handed to the thread");
+        assert!(
+            worker.ended.recv_timeout(Duration::from_secs(30)).is_err(),
+            "the thread ended"
+        );
+        let export = Job::Export {
+            run_dir: dir.clone(),
+            plan: None,
+        };
+        match worker.ask(export) {
+            Some(Done::Export(Err(ExportError::NoThread))) => {}
+            other => panic!("an export with no thread: {other:?}"),
+        }
+        assert!(!dir.join(EXPORT_CSV).exists(), "nothing written here");
+        match worker.ask(log_file("b")) {
+            Some(Done::LogFile { config, tail }) => {
+                assert_eq!(config, "b");
+                let text: Vec<&str> = tail.lines.iter().map(|l| l.text.as_str()).collect();
+                assert!(text[0].contains("disk thread is gone"), "{text:?}");
+            }
+            other => panic!("a log file with no thread: {other:?}"),
+        }
+        let reload = Job::Results {
+            run_dir: dir.clone(),
+        };
+        assert!(matches!(worker.ask(reload), Some(Done::Results(None))));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -42,7 +42,12 @@ impl App {
                     return Redraw::No;
                 }
             }
-            Done::Results(records) => {
+            Done::Results(None) => self.flash(
+                Level::Warn,
+                "the view fell behind, and the results could not be re-read from the run directory"
+                    .into(),
+            ),
+            Done::Results(Some(records)) => {
                 for r in records {
                     self.view.record(r);
                 }
