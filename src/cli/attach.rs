@@ -12,15 +12,14 @@ use tokio::sync::mpsc;
 
 use super::{user, Context, Result, ViewArgs};
 use crate::control::file::COMMANDS;
-use crate::control::shards::{self, ShardRouter};
+use crate::control::shards::{self, SendError};
 use crate::control::{Connection, ServerMsg};
 use crate::engine::{Bus, Request};
 use crate::model::{Command, Event};
 use crate::plan::Plan;
-use crate::store::shared::{FileWork, FILE_DEADLINE};
-use crate::store::tail::{SweepTail, TAIL_POLL};
+use crate::store::tail::TAIL_POLL;
 use crate::store::{self, sweep::SweepMeta};
-use crate::view::shards::ShardGpus;
+use crate::view::feed::{FeedError, SweepFeed};
 use crate::view::state::ViewState;
 
 #[derive(clap::Args, Debug)]
@@ -105,22 +104,15 @@ fn send_by_file(dir: &Path, cmd: &Command) -> Result<u8> {
 /// `--send` to a sweep directory: a command about a config (or a cell) goes
 /// to the shard that runs it, any other to every running shard.
 fn send_to_sweep(dir: &Path, cmd: &Command) -> Result<u8> {
-    let meta = store::sweep::read_sweep(dir).map_err(super::store_error)?;
-    let plan = Plan::load(&dir.join(store::PLAN)).map_err(|e| user(e.to_string()))?;
-    let found = store::sweep::Sweep::open(dir);
-    let mut sent = Vec::new();
-    for i in shards::send_targets(dir, &plan, meta.shards, cmd) {
-        // Never into something foreign in a shard's place.
-        let Some(shard) = found.as_ref().and_then(|s| s.shard_path(i)) else {
-            continue;
-        };
-        if !shard.join(store::PLAN).exists() {
-            continue;
+    let sent = match shards::send_to_sweep(dir, cmd, &file_sender()) {
+        Ok(sent) => sent,
+        Err(SendError::Store(e)) => return Err(super::store_error(e)),
+        Err(SendError::Plan(e)) => return Err(user(e.to_string())),
+        Err(SendError::Write { shard, source }) => {
+            return Err(source)
+                .context(|| format!("cannot write to {}", shard.join(COMMANDS).display()))
         }
-        crate::control::file::append_command(&shard, cmd, &file_sender())
-            .context(|| format!("cannot write to {}", shard.join(COMMANDS).display()))?;
-        sent.push(i.to_string());
-    }
+    };
     if sent.is_empty() {
         return Err(user(format!(
             "no shard of {} that this command is for has started (see `sweeptop ls {}`)",
@@ -128,6 +120,7 @@ fn send_to_sweep(dir: &Path, cmd: &Command) -> Result<u8> {
             dir.display()
         )));
     }
+    let sent: Vec<String> = sent.iter().map(u32::to_string).collect();
     super::print(&format!(
         "sent to shard(s) {} of {}\n",
         sent.join(", "),
@@ -274,117 +267,6 @@ fn dashboard(dir: &Path, view_args: &ViewArgs) -> Result<u8> {
     })
 }
 
-/// A sweep directory's shards as one stream of events, followed through
-/// their files (there is no socket between machines): their GPU panels
-/// merged into one, and the shard each config started on remembered so
-/// that keys reach the right shard. The files are read on a thread of their
-/// own with a deadline: a sweep directory on a mount that hangs is said, and
-/// the view (its keys, its exit) never waits on it.
-struct SweepFeed {
-    files: Arc<std::sync::Mutex<FeedFiles>>,
-    work: FileWork<Polled>,
-    router: ShardRouter,
-    /// Whether the files' not answering was said (and not yet their answer).
-    stuck_told: bool,
-}
-
-/// What is read from the shards' files.
-struct FeedFiles {
-    tail: SweepTail,
-    gpus: ShardGpus,
-}
-
-/// One poll: events with the shard they came from (none: the merged GPU
-/// panel), and the sweep's end once it ended.
-#[derive(Default)]
-struct Polled {
-    events: Vec<(Option<u32>, Event)>,
-    end: Option<Event>,
-}
-
-impl FeedFiles {
-    fn poll(&mut self) -> Polled {
-        // GPUs first: a config starting is numbered on the panel of its host.
-        let mut events: Vec<(Option<u32>, Event)> = self
-            .gpus
-            .update(self.tail.poll_gpus())
-            .into_iter()
-            .map(|ev| (None, ev))
-            .collect();
-        for (shard, ev) in self.tail.poll_events() {
-            events.push((Some(shard), self.gpus.renumber(ev)));
-        }
-        let end = self.tail.ended();
-        Polled { events, end }
-    }
-}
-
-impl SweepFeed {
-    /// Following from the files' current ends.
-    fn new(dir: &Path, meta: &SweepMeta, plan: &Plan) -> SweepFeed {
-        let shard_of = shards::shard_map(plan, meta.shards);
-        let router = ShardRouter::new(dir, shard_of.clone());
-        let mut tail = SweepTail::new(dir);
-        let mut gpus = ShardGpus::new(dir, shard_of);
-        gpus.update(tail.poll_gpus());
-        SweepFeed {
-            files: Arc::new(std::sync::Mutex::new(FeedFiles { tail, gpus })),
-            work: FileWork::new("attach-files"),
-            router,
-            stuck_told: false,
-        }
-    }
-
-    /// What the shards wrote since the last poll, as events (log lines too,
-    /// and a notice when the files stop or start answering), and the
-    /// sweep's end once it ended.
-    async fn poll(&mut self, dir: &Path) -> (Vec<Event>, Option<Event>) {
-        let files = self.files.clone();
-        let polled = self
-            .work
-            .run(FILE_DEADLINE, move || {
-                files.lock().unwrap_or_else(|p| p.into_inner()).poll()
-            })
-            .await;
-        let notice = |level, message| Event::Notice {
-            at: crate::model::Timestamp::now(),
-            level,
-            message,
-        };
-        let mut out = Vec::new();
-        let polled = match polled {
-            Ok(p) => {
-                if std::mem::take(&mut self.stuck_told) {
-                    out.push(notice(
-                        crate::model::Level::Info,
-                        format!("{} answers again", dir.display()),
-                    ));
-                }
-                p
-            }
-            Err(stuck) => {
-                if !std::mem::replace(&mut self.stuck_told, true) {
-                    out.push(notice(
-                        crate::model::Level::Warn,
-                        format!(
-                            "the sweep's files in {}: {stuck}; the view waits for them",
-                            dir.display()
-                        ),
-                    ));
-                }
-                Polled::default()
-            }
-        };
-        for (shard, ev) in polled.events {
-            if let Some(shard) = shard {
-                self.router.note(shard, &ev);
-            }
-            out.push(ev);
-        }
-        (out, polled.end)
-    }
-}
-
 /// `attach SWEEP_DIR`: every shard as one dashboard (or line progress),
 /// followed through the shards' files; keys steer through their commands
 /// files.
@@ -398,7 +280,9 @@ fn sweep_view(dir: &Path, view_args: &ViewArgs, headless: bool) -> Result<u8> {
     };
     let rt = super::runtime(1)?;
     rt.block_on(async move {
-        let feed = SweepFeed::new(dir, &meta, &plan);
+        let feed = SweepFeed::open(dir, &meta, &plan)
+            .await
+            .map_err(|e| user(e.to_string()))?;
         match setup {
             None => sweep_lines(dir, feed).await,
             Some(setup) => sweep_dashboard(dir, &meta, Arc::new(plan), feed, setup).await,
@@ -435,29 +319,11 @@ async fn sweep_dashboard(
     mut feed: SweepFeed,
     setup: crate::tui::Setup,
 ) -> Result<u8> {
-    let mut view = ViewState::new(Some(plan.clone()));
-    view.apply(&Event::SweepStarted {
-        at: meta.created_at,
-        plan: plan.name.clone(),
-        run_dir: dir.display().to_string(),
-        configs: plan.configs.len(),
-        cells: plan.cells.len(),
-        already_done: 0,
-    });
-    {
-        let files = feed.files.lock().unwrap_or_else(|p| p.into_inner());
-        for ev in store::read_events(dir) {
-            view.apply(&files.gpus.renumber(ev));
-        }
-        if let Some(snapshot) = files.gpus.merged() {
-            view.apply(&Event::Gpu { snapshot });
-        }
-    }
-    let mut results = store::read_results(dir).map_err(super::store_error)?;
-    results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
-    for r in results.records {
-        view.record(r);
-    }
+    let view = match feed.first_view(dir, meta, plan.clone()).await {
+        Ok(view) => view,
+        Err(FeedError::Store(e)) => return Err(super::store_error(e)),
+        Err(e @ FeedError::Stuck { .. }) => return Err(user(e.to_string())),
+    };
     let bus = Bus::new();
     let (tx, mut commands) = mpsc::channel::<Request>(64);
     let mut dashboard =

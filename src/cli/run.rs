@@ -177,7 +177,7 @@ fn plan_of(source: &Source) -> Result<Plan> {
         Source::Plan(path) => Plan::load(path).map_err(|e| user(e.to_string())),
         // A sweep stopped before its plan was recorded ran nothing: it is
         // started again, not resumed.
-        Source::Resume(dir) if never_started(dir) => Err(user(format!(
+        Source::Resume(dir) if store::never_started(dir) => Err(user(format!(
             "{} holds no run: its sweep was stopped before its plan was recorded; \
                  start it again with `sweeptop run PLAN --out {}`",
             dir.display(),
@@ -192,14 +192,6 @@ fn plan_of(source: &Source) -> Result<Plan> {
             crate::view::replay::plan_of_run(dir).map_err(|e| user(e.to_string()))
         }
     }
-}
-
-/// A directory a sweep began in and was stopped before its plan was
-/// recorded: its lock or a half-written plan, and nothing of a run.
-fn never_started(dir: &Path) -> bool {
-    !dir.join(store::PLAN).exists()
-        && (dir.join(store::LOCK).exists() || dir.join(store::PLAN_TMP).exists())
-        && store::check_new_run_dir(dir).is_ok()
 }
 
 fn sweep(
@@ -301,7 +293,7 @@ async fn drive(
     // and a heartbeat that says this sweep is alive to readers elsewhere.
     let _commands_file =
         crate::control::file::follow_commands(&run_path, tx.clone(), bus.events.clone()).await;
-    let heartbeat = spawn_heartbeat(run_path.clone(), bus.events.clone());
+    let heartbeat = store::sweep::spawn_heartbeat(run_path.clone(), bus.events.clone());
     let mut dashboard = None;
     if let Some((setup, seed)) = view {
         match crate::tui::Dashboard::start(seed, run_path.clone(), &bus, tx.clone(), setup, false) {
@@ -360,60 +352,6 @@ async fn dashboard_done(
     };
 }
 
-/// Rewrite the run's heartbeat every few seconds (its host, pid and Slurm
-/// task), until aborted. The writing runs on a thread of its own with a
-/// deadline: a run directory on a hung mount is a notice on `notices`,
-/// once, and the sweep never waits on it.
-fn spawn_heartbeat(
-    run_dir: PathBuf,
-    notices: tokio::sync::broadcast::Sender<crate::model::Event>,
-) -> tokio::task::JoinHandle<()> {
-    use crate::model::{Event, Level, Timestamp};
-    use store::shared::{FileWork, FILE_DEADLINE};
-    use store::sweep::{beat, host_name, Heartbeat, HEARTBEAT_S};
-    let slurm_job = match (
-        std::env::var("SLURM_ARRAY_JOB_ID"),
-        std::env::var("SLURM_ARRAY_TASK_ID"),
-        std::env::var("SLURM_JOB_ID"),
-    ) {
-        (Ok(a), Ok(t), _) => Some(format!("{a}_{t}")),
-        (_, _, Ok(j)) => Some(j),
-        _ => None,
-    };
-    let host = host_name();
-    let pid = std::process::id();
-    tokio::spawn(async move {
-        let mut work = FileWork::new("heartbeat");
-        let mut stuck_said = false;
-        let mut tick = tokio::time::interval(Duration::from_secs(HEARTBEAT_S));
-        loop {
-            tick.tick().await;
-            let b = Heartbeat {
-                host: host.clone(),
-                pid,
-                at: Timestamp::now(),
-                slurm_job: slurm_job.clone(),
-            };
-            let dir = run_dir.clone();
-            let stuck = work.run(FILE_DEADLINE, move || beat(&dir, &b)).await.err();
-            let message = match (&stuck, stuck_said) {
-                (Some(e), false) => format!(
-                    "the heartbeat in {} is not written: {e}; viewers elsewhere may take the sweep for stopped",
-                    run_dir.display()
-                ),
-                (None, true) => format!("the heartbeat in {} is written again", run_dir.display()),
-                _ => continue,
-            };
-            stuck_said = stuck.is_some();
-            let _ = notices.send(Event::Notice {
-                at: Timestamp::now(),
-                level: if stuck_said { Level::Warn } else { Level::Info },
-                message,
-            });
-        }
-    })
-}
-
 /// The plan and the run directory: a new one (at `out`, or the default), or
 /// the one being resumed, which must not have a sweep running in it. A new
 /// run of one shard runs that shard's part of the plan and records which.
@@ -421,19 +359,12 @@ fn open_run(source: &Source, out: Option<&Path>, shard: Option<Shard>) -> Result
     let plan = new_plan(source)?;
     if let (Some(s), false) = (shard, matches!(source, Source::Resume(_))) {
         let dir = out.map_or_else(|| store::default_dir(&plan.name), Path::to_path_buf);
-        // The shard is recorded first: a run directory never holds a plan
-        // without saying which part of it is its own.
-        store::check_new_run_dir(&dir).map_err(super::store_error)?;
-        store::make_run_dir(&dir).map_err(super::store_error)?;
-        store::sweep::write_shard(
-            &dir,
-            store::sweep::ShardFile {
-                index: s.index,
-                count: s.count,
-            },
-        )
-        .map_err(super::store_error)?;
-        let run = RunDir::create(&dir, &plan.name, &plan.source).map_err(super::store_error)?;
+        let shard = store::sweep::ShardFile {
+            index: s.index,
+            count: s.count,
+        };
+        let run = RunDir::create_shard(&dir, &plan.name, &plan.source, shard)
+            .map_err(super::store_error)?;
         return Ok((plan.shard(s), run));
     }
     let run = match source {

@@ -320,13 +320,7 @@ fn submit(dir: &Path, array: Option<&str>) -> Result<String> {
 }
 
 fn record(dir: &Path, job: &str, shards: &[u32]) -> Result<()> {
-    let mut meta = sweep::read_sweep(dir).map_err(super::store_error)?;
-    meta.submissions.push(sweep::Submission {
-        job_id: job.to_string(),
-        shards: shards.to_vec(),
-        submitted_at: Timestamp::now(),
-    });
-    sweep::write_sweep(dir, &meta).map_err(super::store_error)
+    sweep::record_submission(dir, job, shards).map_err(super::store_error)
 }
 
 fn resume(args: &SlurmArgs, dir: &Path) -> Result<u8> {

@@ -148,3 +148,41 @@ impl ShardRouter {
             .unwrap_or(false)
     }
 }
+
+/// Why a command could not be sent to a sweep directory's shards.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// Its `sweep.json` does not read.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// Its frozen plan does not read.
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    #[error("cannot write to {}: {source}", .shard.join(super::file::COMMANDS).display())]
+    Write {
+        shard: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A command to a sweep directory through its shards' commands files: one
+/// about a config (or a cell) to the shard that runs it, any other to every
+/// running shard; never into something foreign in a shard's place, nor a
+/// shard that has not started. The shards it went to.
+pub fn send_to_sweep(dir: &Path, cmd: &Command, from: &str) -> Result<Vec<u32>, SendError> {
+    let meta = sweep::read_sweep(dir)?;
+    let plan = Plan::load(&dir.join(store::PLAN))?;
+    let found = sweep::Sweep::open(dir);
+    let mut sent = Vec::new();
+    for i in send_targets(dir, &plan, meta.shards, cmd) {
+        let Some(shard) = found.as_ref().and_then(|s| s.shard_path(i)) else {
+            continue;
+        };
+        if !shard.join(store::PLAN).exists() {
+            continue;
+        }
+        append_command(&shard, cmd, from).map_err(|source| SendError::Write { shard, source })?;
+        sent.push(i);
+    }
+    Ok(sent)
+}

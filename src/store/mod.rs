@@ -37,7 +37,8 @@ pub use recorder::{Recorder, Stall, Tell, Unrecorded};
 pub use requests::{read_requests, RequestsWriter, Written};
 pub use results::{read_results, Results};
 pub use run_dir::{
-    check_new_run_dir, default_dir, log_path, make_run_dir, recorded_servers, requests_path, RunDir,
+    check_new_run_dir, default_dir, log_path, make_run_dir, never_started, recorded_servers,
+    requests_path, RunDir,
 };
 
 pub const RESULTS: &str = "results.jsonl";

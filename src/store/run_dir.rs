@@ -12,7 +12,7 @@ use super::file::{repair_tail, write_synced};
 use super::lock::lock;
 use super::meta::{read_meta, rebuild_meta, write_meta, META_TMP};
 use super::requests::RequestsWriter;
-use super::sweep::SHARD;
+use super::sweep::{write_shard, ShardFile, SHARD};
 use super::{DETACH_LOG, EVENTS, LOCK, LOGS, PLAN, PLAN_TMP, REQUESTS, RESULTS, SERVER_PID};
 use crate::model::{text, CellRecord, Event, RunMeta, RunState, Timestamp};
 
@@ -32,6 +32,21 @@ pub struct RunDir {
 }
 
 impl RunDir {
+    /// Create a new run directory for one shard of a plan: which shard is
+    /// recorded first, so a run directory never holds a plan without saying
+    /// which part of it is its own.
+    pub fn create_shard(
+        path: &Path,
+        plan_name: &str,
+        plan_source: &str,
+        shard: ShardFile,
+    ) -> Result<RunDir, StoreError> {
+        check_new_run_dir(path)?;
+        make_run_dir(path)?;
+        write_shard(path, shard)?;
+        RunDir::create(path, plan_name, plan_source)
+    }
+
     /// Create a new run directory for a plan. The directory may exist if it
     /// is empty (or holds only what `--detach` wrote); a directory that holds
     /// a run is refused (that is what `--resume` is for), and so is one that
@@ -281,6 +296,14 @@ pub fn make_run_dir(path: &Path) -> Result<(), StoreError> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(()),
         Err(e) => Err(io_err(path)(e)),
     }
+}
+
+/// A directory a sweep began in and was stopped before its plan was
+/// recorded: its lock or a half-written plan, and nothing of a run.
+pub fn never_started(dir: &Path) -> bool {
+    !dir.join(PLAN).exists()
+        && (dir.join(LOCK).exists() || dir.join(PLAN_TMP).exists())
+        && check_new_run_dir(dir).is_ok()
 }
 
 /// Default run directory: `runs/<plan>-<UTC timestamp>`.

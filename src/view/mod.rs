@@ -7,6 +7,7 @@
 //!
 //! Nothing here draws or writes: `tui`, `export` and `headless` do that.
 
+pub mod feed;
 pub mod grid;
 pub mod replay;
 pub mod shards;

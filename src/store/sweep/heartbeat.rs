@@ -2,14 +2,16 @@
 //! shard rewrites (its host and pid), read with its lock and its `run.json`.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{NotAShard, HEARTBEAT, HEARTBEAT_STALE_S};
-use crate::model::{text, RunState, Timestamp};
+use super::{NotAShard, HEARTBEAT, HEARTBEAT_S, HEARTBEAT_STALE_S};
+use crate::model::{text, Event, Level, RunState, Timestamp};
 use crate::store::lock::is_locked;
 use crate::store::meta::read_meta;
+use crate::store::shared::{FileWork, FILE_DEADLINE};
 use crate::store::PLAN;
 
 /// `heartbeat` in a shard's run directory.
@@ -146,4 +148,55 @@ pub fn shard_state(run_dir: &Path) -> ShardState {
         Err(_) if run_dir.join(PLAN).exists() => ShardState::Died { host },
         Err(_) => ShardState::Pending,
     }
+}
+
+/// Rewrite the run's heartbeat every few seconds (its host, pid and Slurm
+/// task), until aborted. The writing runs on a thread of its own with a
+/// deadline: a run directory on a hung mount is a notice on `notices`,
+/// once, and the sweep never waits on it.
+pub fn spawn_heartbeat(
+    run_dir: PathBuf,
+    notices: tokio::sync::broadcast::Sender<crate::model::Event>,
+) -> tokio::task::JoinHandle<()> {
+    let slurm_job = match (
+        std::env::var("SLURM_ARRAY_JOB_ID"),
+        std::env::var("SLURM_ARRAY_TASK_ID"),
+        std::env::var("SLURM_JOB_ID"),
+    ) {
+        (Ok(a), Ok(t), _) => Some(format!("{a}_{t}")),
+        (_, _, Ok(j)) => Some(j),
+        _ => None,
+    };
+    let host = host_name();
+    let pid = std::process::id();
+    tokio::spawn(async move {
+        let mut work = FileWork::new("heartbeat");
+        let mut stuck_said = false;
+        let mut tick = tokio::time::interval(Duration::from_secs(HEARTBEAT_S));
+        loop {
+            tick.tick().await;
+            let b = Heartbeat {
+                host: host.clone(),
+                pid,
+                at: Timestamp::now(),
+                slurm_job: slurm_job.clone(),
+            };
+            let dir = run_dir.clone();
+            let stuck = work.run(FILE_DEADLINE, move || beat(&dir, &b)).await.err();
+            let message = match (&stuck, stuck_said) {
+                (Some(e), false) => format!(
+                    "the heartbeat in {} is not written: {e}; viewers elsewhere may take the sweep for stopped",
+                    run_dir.display()
+                ),
+                (None, true) => format!("the heartbeat in {} is written again", run_dir.display()),
+                _ => continue,
+            };
+            stuck_said = stuck.is_some();
+            let _ = notices.send(Event::Notice {
+                at: Timestamp::now(),
+                level: if stuck_said { Level::Warn } else { Level::Info },
+                message,
+            });
+        }
+    })
 }

@@ -41,7 +41,8 @@ mod shards;
 mod tests;
 
 pub use heartbeat::{
-    beat, host_name, read_heartbeat, shard_alive, shard_state, Heartbeat, ShardState,
+    beat, host_name, read_heartbeat, shard_alive, shard_state, spawn_heartbeat, Heartbeat,
+    ShardState,
 };
 pub use queue::queued_tasks;
 pub use shards::{foreign_in_sweep, Foreign, NotAShard, Sweep};
@@ -109,6 +110,18 @@ pub fn write_sweep(dir: &Path, meta: &SweepMeta) -> Result<(), StoreError> {
     write_synced(&tmp, text.as_bytes())?;
     let p = dir.join(SWEEP);
     fs::rename(&tmp, &p).map_err(io_err(&p))
+}
+
+/// Add a submission (`sbatch`'s job id, the shards its array runs) to
+/// `sweep.json`.
+pub fn record_submission(dir: &Path, job: &str, shards: &[u32]) -> Result<(), StoreError> {
+    let mut meta = read_sweep(dir)?;
+    meta.submissions.push(Submission {
+        job_id: job.to_string(),
+        shards: shards.to_vec(),
+        submitted_at: Timestamp::now(),
+    });
+    write_sweep(dir, &meta)
 }
 
 /// Make a new sweep directory with the frozen plan; an existing one that
