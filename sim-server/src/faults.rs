@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use crate::args::{CrashKind, Flavor};
 use crate::engine::{Phase, Shared};
-use crate::logs::{self, Clock, Stream, Style};
+use crate::logs::{self, Clock, Stream};
 use crate::script::{Line, Vars};
+use crate::style::Style;
 use crate::texts::texts;
 
 /// How the process ends after its error output.
