@@ -7,6 +7,8 @@
 //! left out: a test may build its inputs with anything; a name a folder's
 //! `mod.rs` re-exports counts as the child's it comes from), so moving a type
 //! to the wrong place fails here, with the offending file named.
+//! `src/lib.rs`'s Layout table is held to `LAYERS` and `SAME_LAYER`, and
+//! only `cli` may name the simulated server's crate.
 //!
 //! `cargo test --test layers -- --nocapture` also prints the graph and the
 //! lines of code per module.
@@ -34,7 +36,8 @@ const LAYERS: &[(&str, u8)] = &[
 /// Imports within a layer that are allowed (importer, imported). They must not
 /// form a cycle either.
 const SAME_LAYER: &[(&str, &str)] = &[
-    // A workload's prompts and API come from the plan.
+    // A workload's prompts and API, and a server kind's preset, come from the
+    // plan.
     ("load", "plan"),
     // Attaching clients reach the engine's channels and commands.
     ("control", "engine"),
@@ -707,5 +710,153 @@ fn a_name_a_folder_re_exports_is_its_childs() {
     assert_eq!(
         node_of(&sim, &sim.join("script/render.rs"), ""),
         Some(("script".into(), 2))
+    );
+}
+
+/// The `//! | layer | module | … | imports in its own layer |` rows of
+/// `src/lib.rs`: (layer, modules, allowed same-layer imports).
+type LayoutRow = (u8, Vec<String>, BTreeSet<(String, String)>);
+
+/// The names in backticks in `text`.
+fn backticked(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The Layout table of `src/lib.rs`. The last column lists, per row, what
+/// its modules may import from their own layer: `` `a` `` for every module
+/// of the row, `` `m` also `b` `` for one of them; parenthesised words are
+/// comments.
+fn layout_rows(lib: &str) -> Vec<LayoutRow> {
+    let mut rows = Vec::new();
+    for line in lib.lines() {
+        let Some(row) = line.strip_prefix("//! |") else {
+            continue;
+        };
+        let cells: Vec<&str> = row.split(" | ").map(str::trim).collect();
+        let Ok(layer) = cells[0].parse::<u8>() else {
+            continue; // the header and its rule
+        };
+        assert_eq!(cells.len(), 4, "a Layout row of src/lib.rs: {line}");
+        let modules = backticked(cells[1]);
+        let mut imports = String::new();
+        let mut depth = 0;
+        for c in cells[3].trim_end_matches('|').chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                c if depth == 0 => imports.push(c),
+                _ => {}
+            }
+        }
+        let mut allowed = BTreeSet::new();
+        for part in imports.split(';') {
+            let (who, what) = match part.split_once(" also ") {
+                Some((who, what)) => (backticked(who), backticked(what)),
+                None => (modules.clone(), backticked(part)),
+            };
+            for m in &who {
+                for d in &what {
+                    allowed.insert((m.clone(), d.clone()));
+                }
+            }
+        }
+        rows.push((layer, modules, allowed));
+    }
+    rows
+}
+
+#[test]
+fn the_layout_table_of_lib_rs_says_what_the_layers_are() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).expect("src/lib.rs");
+    let rows = layout_rows(&lib);
+    let mut wrong = Vec::new();
+    let mut in_table = BTreeSet::new();
+    let mut allowed = BTreeSet::new();
+    for (l, modules, imports) in &rows {
+        for m in modules {
+            in_table.insert(m.clone());
+            match layer(m) {
+                Some(lm) if lm == *l => {}
+                Some(lm) => wrong.push(format!("{m}: layer {l} in the table, {lm} in LAYERS")),
+                None => wrong.push(format!("{m}: in the table, not in LAYERS")),
+            }
+        }
+        allowed.extend(imports.iter().cloned());
+    }
+    for (m, _) in LAYERS {
+        if !in_table.contains(*m) {
+            wrong.push(format!("{m}: in LAYERS, no row of the table names it"));
+        }
+    }
+    let same: BTreeSet<(String, String)> = SAME_LAYER
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    for (m, d) in allowed.difference(&same) {
+        wrong.push(format!(
+            "{m} → {d}: allowed by the table, not in SAME_LAYER"
+        ));
+    }
+    for (m, d) in same.difference(&allowed) {
+        wrong.push(format!(
+            "{m} → {d}: in SAME_LAYER, not in the table's last column"
+        ));
+    }
+    assert!(
+        wrong.is_empty(),
+        "src/lib.rs's Layout table and tests/layers.rs disagree:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_layout_table_is_read_as_written() {
+    let rows = layout_rows(
+        "//! | layer | module | what | imports in its own layer |\n//! | --- | --- | --- | --- |\n//! | 1 | [`load`] | x | `plan` (a `b` c; d) |\n//! | 3 | [`tui`], [`export`] | y | `view`; `tui` also `export` (the `e` key) |\n//! | 4 | [`cli`] | z | — |\n",
+    );
+    let pairs = |p: &[(&str, &str)]| -> BTreeSet<(String, String)> {
+        p.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        rows,
+        [
+            (1, vec!["load".to_string()], pairs(&[("load", "plan")])),
+            (
+                3,
+                vec!["tui".to_string(), "export".to_string()],
+                pairs(&[("tui", "view"), ("export", "view"), ("tui", "export")])
+            ),
+            (4, vec!["cli".to_string()], pairs(&[])),
+        ]
+    );
+}
+
+#[test]
+fn only_cli_calls_into_the_simulated_server() {
+    let mut found = Vec::new();
+    for (f, code) in product_files() {
+        if module_of(&f).as_deref() == Some("cli") {
+            continue;
+        }
+        let named = code.match_indices("sweeptop_sim").any(|(at, _)| {
+            let before = code[..at].chars().next_back();
+            let after = code[at + "sweeptop_sim".len()..].chars().next();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        });
+        if named {
+            found.push(shown(&f));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "sweeptop_sim is used outside src/cli (the engine starts the simulated server as a process, like any server): {}",
+        found.join(", ")
     );
 }
