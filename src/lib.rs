@@ -7,16 +7,17 @@
 //! # Layout
 //!
 //! Layers, bottom to top; a module imports only from layers below it, or
-//! from the one module of its own layer the table names. `tests/layers.rs`
-//! fails the build on any other import, on an import cycle between modules,
-//! and on files of one module (or of one folder inside it) that import each
-//! other in a circle.
+//! from the modules of its own layer that its row's last column names.
+//! `tests/layers.rs` fails the build on any other import, on an import cycle
+//! between modules, on files of one module (or of one folder inside it, here
+//! or in `sim-server/src`) that import each other in a circle, and on a row
+//! of this table that says otherwise than its `LAYERS` and `SAME_LAYER`.
 //!
 //! | layer | module | what lives there | imports in its own layer |
 //! | --- | --- | --- | --- |
 //! | 0 | [`model`] | the data everything speaks: events, cell records, failures and their kinds, metrics and **the one metric table**, GPU snapshots, request records, run state, commands, timestamps, and **the one sanitiser** for text from outside (`model::text`) | — |
 //! | 1 | [`plan`] | the plan file: schema, `file:line:col` errors, expansion into configs and cells, server presets | — |
-//! | 1 | [`load`] | the streaming client, exact-length prompts, per-request timings, per-cell statistics, the server's own endpoints (`/tokenize`, `/metrics`, about itself) | `plan` (a workload's prompts, a server kind's preset) |
+//! | 1 | [`load`] | the streaming client, exact-length prompts, per-request timings, per-cell statistics, the server's own endpoints (`/tokenize`, `/metrics`, about itself) | `plan` (a workload's prompts, its API, a server kind's preset) |
 //! | 1 | [`detect`] | classifying server log lines, HTTP error bodies and exits; the validator that alone decides `ok`, judging the metrics and the plan's checks it is handed | — |
 //! | 1 | [`gpu`] | telemetry (NVML, simulated, none) on its own thread; per-cell GPU figures | — |
 //! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back; a sweep directory of shards read as one | — |
@@ -31,10 +32,13 @@
 //! plain line and exit 2 when they are the user's to fix.
 //!
 //! The simulated server is its own crate, `sweeptop-sim`, and a dependency
-//! of the binary: `sweeptop sim-server` serves it, the demo's plan launches
-//! that command as its server. Nothing in a measurement path calls into it:
-//! the engine starts it as a server process like any other, and the tests
-//! drive it through the binary.
+//! of the library that only [`cli`] uses: its `sim-server` subcommand takes
+//! the simulator's arguments and serves it, and the demo's plan launches that
+//! command as its server. Nothing in a measurement path calls into it: the
+//! engine starts it as a server process like any other (`tests/layers.rs`
+//! fails on a `sweeptop_sim::` path outside `cli`). The tests run it both
+//! ways: as `sweeptop sim-server` through the binary, and in process through
+//! `sweeptop_sim::serve` (`tests/sim_http.rs`, `tests/simclient`).
 //!
 //! # From a plan to a grid cell
 //!

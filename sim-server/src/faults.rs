@@ -1,5 +1,7 @@
 //! Injected faults: what each crash kind prints (in the flavor's style, per TP
-//! rank) and how the process then dies, plus the log flood thread.
+//! rank) and how the process then dies, plus the log flood thread. A crash
+//! while serving is begun by the engine (`engine/generate.rs`), which stops
+//! the streams first.
 //!
 //! The crash texts are in the scripts (scripts/common.txt and the flavor's file);
 //! their wording follows shared/FAILURE_SIGNATURES.md, and the tracebacks are
@@ -10,13 +12,12 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::args::{CrashKind, Flavor};
-use crate::engine::{Phase, Shared};
-use crate::logs::{self, Clock, Stream, Style};
+use crate::logs::{self, Clock, Stream};
 use crate::script::{Line, Vars};
+use crate::style::Style;
 use crate::texts::texts;
 
 /// How the process ends after its error output.
@@ -59,41 +60,6 @@ impl Report {
     }
 }
 
-/// Begins a crash: streams stop at once (vLLM's end with an in-stream error), the
-/// report is written, and the process dies the way the real server would.
-pub fn start_crash(shared: Arc<Shared>, kind: CrashKind) {
-    let vllm_reports_in_stream = shared.args.flavor == Flavor::Vllm
-        && !matches!(
-            kind,
-            CrashKind::SignalCrash | CrashKind::OomKilled | CrashKind::ServerExited
-        );
-    shared.set_phase(Phase::Dying {
-        stream_error: vllm_reports_in_stream.then(|| {
-            texts()
-                .constant(Flavor::Vllm, "engine_dead_message")
-                .to_string()
-        }),
-    });
-    let style = shared.style.clone();
-    let tp = shared.args.tp;
-    let die = move || {
-        let (report, death) = crash_report(&style, tp, kind, When::Serving);
-        write_report(&report);
-        if vllm_reports_in_stream {
-            // Let the in-stream errors reach the clients before the sockets close.
-            std::thread::sleep(Duration::from_millis(150));
-        }
-        end_process(death)
-    };
-    if std::thread::Builder::new()
-        .name("sim-crash".into())
-        .spawn(die.clone())
-        .is_err()
-    {
-        die();
-    }
-}
-
 /// Dies during startup with `kind`'s output.
 pub fn startup_crash(style: &Style, tp: u32, kind: CrashKind) -> ! {
     let (report, death) = crash_report(style, tp, kind, When::Startup);
@@ -101,7 +67,8 @@ pub fn startup_crash(style: &Style, tp: u32, kind: CrashKind) -> ! {
     end_process(death)
 }
 
-fn write_report(report: &Report) {
+/// Writes a report's blocks, and waits until they are out.
+pub fn write_report(report: &Report) {
     for (stream, lines) in &report.blocks {
         logs::lines(*stream, lines.clone());
     }

@@ -20,6 +20,7 @@ use crate::args::{Flavor, Method};
 use crate::engine::{self, Endpoint, Generation, Outcome, Phase, Shared, Sink};
 use crate::logs::{self, Stream};
 use crate::script::Vars;
+use crate::style;
 use crate::texts::texts;
 use crate::tokenizer;
 use crate::wire::{self, Envelope, Message, MessageChoice, TextChoice, Usage};
@@ -124,7 +125,7 @@ async fn handle(shared: Arc<Shared>, peer: SocketAddr, req: Request<Incoming>) -
     let resp = route(&shared, req).await;
     logs::line(
         Stream::Stdout,
-        logs::access_line(
+        style::access_line(
             &peer.to_string(),
             method.as_str(),
             &path,

@@ -85,6 +85,7 @@ mod logs;
 mod metrics;
 mod script;
 mod startup;
+mod style;
 mod texts;
 mod timer;
 mod tokenizer;
@@ -98,7 +99,7 @@ pub use args::{CrashKind, Fault, Flavor, Method, SimArgs};
 pub use tokenizer::{count_tokens, CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_PER_PROMPT};
 
 use engine::Shared;
-use logs::Style;
+use style::Style;
 
 /// Runs the simulated server until it is killed, a signal stops it (exit 0), or a
 /// fault ends the process. Returns early only when the address cannot be bound.

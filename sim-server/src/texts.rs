@@ -110,8 +110,9 @@ pub mod tests {
     use crate::args::{CrashKind, SimArgs};
     use crate::engine::{Counters, Shared};
     use crate::faults::{self, When};
-    use crate::logs::{Level, Style, Who};
+    use crate::logs::{Level, Who};
     use crate::script::render::Rendered;
+    use crate::style::{self, Style};
     use clap::Parser;
 
     thread_local! {
@@ -197,7 +198,7 @@ pub mod tests {
             }
         }
         texts.constant(Flavor::Vllm, "engine_dead_message");
-        logs::access_line("127.0.0.1:1", "GET", "/", "HTTP/1.1", 200);
+        style::access_line("127.0.0.1:1", "GET", "/", "HTTP/1.1", 200);
         crate::bind_error_lines(&Style::new(Flavor::Sglang), "::1", 80, 98, "in use");
         let problems = take_problems();
         assert!(problems.is_empty(), "{problems:#?}");

@@ -9,9 +9,11 @@ use tokio::sync::{mpsc, watch};
 
 use super::pacing::after;
 use super::{lines::prefill_lines, ActiveGuard, Pacing, Phase, Rng, Shared};
-use crate::args::TokenFault;
+use crate::args::{CrashKind, Flavor, TokenFault};
+use crate::faults::{self, When};
+use crate::texts::texts;
 use crate::wire::{self, Delta, DeltaChoice, Envelope, TextChoice, Usage};
-use crate::{faults, timer, tokenizer};
+use crate::{timer, tokenizer};
 
 /// Which OpenAI endpoint a request came through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,7 +229,7 @@ pub async fn generate(shared: Arc<Shared>, gen: Generation, mut sink: Sink) -> O
         let (granted, fault) = shared.reserve(want, spec_step.then(|| pacing.draft_len()));
         match fault {
             Some(TokenFault::Hang) => shared.set_phase(Phase::Hung),
-            Some(TokenFault::Crash(kind)) => faults::start_crash(shared.clone(), kind),
+            Some(TokenFault::Crash(kind)) => start_crash(shared.clone(), kind),
             None => {}
         }
         active_guard.kv_tokens += granted;
@@ -306,5 +308,40 @@ async fn stop(sink: &mut Sink, phase: Phase) -> Outcome {
             sink.closed().await;
             Outcome::Ended
         }
+    }
+}
+
+/// Begins a crash: streams stop at once (vLLM's end with an in-stream error), the
+/// report is written, and the process dies the way the real server would.
+fn start_crash(shared: Arc<Shared>, kind: CrashKind) {
+    let vllm_reports_in_stream = shared.args.flavor == Flavor::Vllm
+        && !matches!(
+            kind,
+            CrashKind::SignalCrash | CrashKind::OomKilled | CrashKind::ServerExited
+        );
+    shared.set_phase(Phase::Dying {
+        stream_error: vllm_reports_in_stream.then(|| {
+            texts()
+                .constant(Flavor::Vllm, "engine_dead_message")
+                .to_string()
+        }),
+    });
+    let style = shared.style.clone();
+    let tp = shared.args.tp;
+    let die = move || {
+        let (report, death) = faults::crash_report(&style, tp, kind, When::Serving);
+        faults::write_report(&report);
+        if vllm_reports_in_stream {
+            // Let the in-stream errors reach the clients before the sockets close.
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        faults::end_process(death)
+    };
+    if std::thread::Builder::new()
+        .name("sim-crash".into())
+        .spawn(die.clone())
+        .is_err()
+    {
+        die();
     }
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use crate::args::{SimArgs, TokenFault};
-use crate::logs::Style;
+use crate::style::Style;
 
 mod generate;
 pub mod lines;
