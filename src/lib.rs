@@ -23,7 +23,7 @@
 //! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back; a sweep directory of shards read as one | — |
 //! | 2 | [`engine`] | the sweep, one file per step: its start and end, scheduling configs in lanes (side by side where a phase packs), placing them on GPUs, the shared state, preflight, launch, and **the one cell pipeline** that `loadtest` runs too | — |
 //! | 2 | [`control`] | the attach protocol over the run directory's socket, and its commands file for sweeps on other machines | `engine` (its channels and commands) |
-//! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory | — |
+//! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory, a sweep directory's shards followed as one feed | — |
 //! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, the HTML report and run comparisons, line progress: rendering [`view`] | `view`; `tui` also `export` (the `e` key) |
 //! | 4 | [`cli`] | one file per subcommand; user errors become one line and exit 2 | — |
 //!

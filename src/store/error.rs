@@ -4,8 +4,9 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::{EVENTS, PLAN, RESULTS};
+use super::{EVENTS, PLAN, RESULTS, SHARD};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -43,10 +44,7 @@ pub enum Invalid {
         "{dir} is not a shard of the sweep it is in ({why}), so it is not resumed: \
          move it out of the sweep's shards, then `sweeptop slurm --resume` runs that shard"
     )]
-    ForeignShard {
-        dir: PathBuf,
-        why: super::sweep::NotAShard,
-    },
+    ForeignShard { dir: PathBuf, why: NotAShard },
     /// `run.json`, `sweep.json` or `shard.json` that does not read.
     #[error("{path}: {source}")]
     Unreadable {
@@ -92,5 +90,58 @@ pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+/// Why an entry where a sweep's shards are is not one of them.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NotAShard {
+    #[error("a shard is named by its number, 1 to {count}")]
+    BadName { count: u32 },
+    #[error("its {SHARD} says it is shard {index}/{count}")]
+    SaysOther { index: u32, count: u32 },
+    #[error("shard {index}/{count} is already {}", first.display())]
+    Taken {
+        index: u32,
+        count: u32,
+        first: PathBuf,
+    },
+    #[error("cannot be read: {0}")]
+    Unreadable(Arc<std::io::Error>),
+    #[error("a symbolic link to {}", to.display())]
+    LinkTo { to: PathBuf },
+    #[error("a symbolic link")]
+    Link,
+    #[error("not a directory")]
+    NotADir,
+    /// Its `shard.json` does not read.
+    #[error("{0}")]
+    ShardFile(Arc<StoreError>),
+    #[error("no {SHARD}")]
+    NoShardFile,
+    #[error("its {SHARD} says shard {index}/{count}, and this sweep has {expected} shards")]
+    OtherCount {
+        index: u32,
+        count: u32,
+        expected: u32,
+    },
+    #[error("a run that is no shard (no {SHARD})")]
+    NoShard,
+    #[error("a run of another plan (its {PLAN} is not the sweep's)")]
+    OtherPlan,
+}
+
+/// Two reasons are the same when they read the same (an I/O error has no
+/// equality of its own).
+impl PartialEq for NotAShard {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+/// Written as its sentence (`ls --json`, a shard's state).
+impl serde::Serialize for NotAShard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }

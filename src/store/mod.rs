@@ -45,6 +45,8 @@ pub const RESULTS: &str = "results.jsonl";
 pub const EVENTS: &str = "events.jsonl";
 pub const GPU: &str = "gpu.jsonl";
 pub const PLAN: &str = "plan.toml";
+/// In a shard's run directory: which shard it is.
+pub const SHARD: &str = "shard.json";
 /// The plan while it is written, renamed to [`PLAN`] once it is whole.
 pub const PLAN_TMP: &str = "plan.toml.tmp";
 pub const META: &str = "run.json";

@@ -12,8 +12,8 @@ use super::file::{repair_tail, write_synced};
 use super::lock::lock;
 use super::meta::{read_meta, rebuild_meta, write_meta, META_TMP};
 use super::requests::RequestsWriter;
-use super::sweep::{write_shard, ShardFile, SHARD};
-use super::{DETACH_LOG, EVENTS, LOCK, LOGS, PLAN, PLAN_TMP, REQUESTS, RESULTS, SERVER_PID};
+use super::sweep::{write_shard, ShardFile};
+use super::{DETACH_LOG, EVENTS, LOCK, LOGS, PLAN, PLAN_TMP, REQUESTS, RESULTS, SERVER_PID, SHARD};
 use crate::model::{text, CellRecord, Event, RunMeta, RunState, Timestamp};
 
 /// An open run directory that results are appended to. It holds the

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{NotAShard, HEARTBEAT, HEARTBEAT_S, HEARTBEAT_STALE_S};
+use super::{HEARTBEAT, HEARTBEAT_S, HEARTBEAT_STALE_S};
 use crate::model::{text, Event, Level, RunState, Timestamp};
+use crate::store::error::NotAShard;
 use crate::store::lock::is_locked;
 use crate::store::meta::read_meta;
 use crate::store::shared::{FileWork, FILE_DEADLINE};

@@ -40,19 +40,19 @@ mod shards;
 #[cfg(test)]
 mod tests;
 
+pub use super::error::NotAShard;
 pub use heartbeat::{
     beat, host_name, read_heartbeat, shard_alive, shard_state, spawn_heartbeat, Heartbeat,
     ShardState,
 };
 pub use queue::queued_tasks;
-pub use shards::{foreign_in_sweep, Foreign, NotAShard, Sweep};
+pub use shards::{foreign_in_sweep, Foreign, Sweep};
 
 pub const SWEEP: &str = "sweep.json";
 pub const SHARDS: &str = "shards";
 pub const SBATCH: &str = "sweep.sbatch";
 pub const SLURM_OUT: &str = "slurm";
-/// In a shard's run directory: which shard it is.
-pub const SHARD: &str = "shard.json";
+pub use super::SHARD;
 /// In a shard's run directory: who runs it, rewritten every [`HEARTBEAT_S`].
 pub const HEARTBEAT: &str = "heartbeat";
 /// How often a running shard rewrites its heartbeat.

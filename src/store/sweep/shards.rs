@@ -13,60 +13,8 @@ use super::{
     SHARD, SHARDS,
 };
 use crate::model::Timestamp;
-use crate::store::{StoreError, PLAN};
-
-/// Why an entry where a sweep's shards are is not one of them.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum NotAShard {
-    #[error("a shard is named by its number, 1 to {count}")]
-    BadName { count: u32 },
-    #[error("its {SHARD} says it is shard {index}/{count}")]
-    SaysOther { index: u32, count: u32 },
-    #[error("shard {index}/{count} is already {}", first.display())]
-    Taken {
-        index: u32,
-        count: u32,
-        first: PathBuf,
-    },
-    #[error("cannot be read: {0}")]
-    Unreadable(Arc<std::io::Error>),
-    #[error("a symbolic link to {}", to.display())]
-    LinkTo { to: PathBuf },
-    #[error("a symbolic link")]
-    Link,
-    #[error("not a directory")]
-    NotADir,
-    /// Its `shard.json` does not read.
-    #[error("{0}")]
-    ShardFile(Arc<StoreError>),
-    #[error("no {SHARD}")]
-    NoShardFile,
-    #[error("its {SHARD} says shard {index}/{count}, and this sweep has {expected} shards")]
-    OtherCount {
-        index: u32,
-        count: u32,
-        expected: u32,
-    },
-    #[error("a run that is no shard (no {SHARD})")]
-    NoShard,
-    #[error("a run of another plan (its {PLAN} is not the sweep's)")]
-    OtherPlan,
-}
-
-/// Two reasons are the same when they read the same (an I/O error has no
-/// equality of its own).
-impl PartialEq for NotAShard {
-    fn eq(&self, other: &Self) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
-
-/// Written as its sentence (`ls --json`, a shard's state).
-impl Serialize for NotAShard {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
+use crate::store::error::NotAShard;
+use crate::store::PLAN;
 
 /// Something where a sweep's shards are that is not one of them: a symbolic
 /// link (to another run, or a loop), a file, a name that is no shard number,
