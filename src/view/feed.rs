@@ -83,14 +83,15 @@ impl SweepFeed {
     /// that hangs is an error that says so.
     pub async fn open(dir: &Path, meta: &SweepMeta, plan: &Plan) -> Result<SweepFeed, FeedError> {
         let shard_of = shards::shard_map(plan, meta.shards);
-        let router = ShardRouter::new(dir, shard_of.clone());
         let at = dir.to_path_buf();
-        let files = FileWork::new("attach-open")
+        let (router, files) = FileWork::new("attach-open")
             .run(OPEN_DEADLINE, move || {
+                // The router reads where each config started, the tail the files' ends.
+                let router = ShardRouter::new(&at, shard_of.clone());
                 let mut tail = SweepTail::new(&at);
                 let mut gpus = ShardGpus::new(&at, shard_of);
                 gpus.update(tail.poll_gpus());
-                FeedFiles { tail, gpus }
+                (router, FeedFiles { tail, gpus })
             })
             .await
             .map_err(|stuck| FeedError::Stuck {
