@@ -170,29 +170,59 @@ impl fmt::Display for CrashKind {
     }
 }
 
-impl FromStr for CrashKind {
-    type Err = String;
+/// A `--fault` (or a crash kind in it) that does not parse: what clap prints
+/// after `invalid value`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultError {
+    #[error("unknown crash kind `{kind}` (one of: {names})", names = CrashKind::names())]
+    UnknownCrashKind { kind: String },
+    #[error("`{spec}`: expected crash:KIND@TOKENS")]
+    NoTokens { spec: String },
+    #[error("`{spec}`: `{given}` is not a token count")]
+    NotATokenCount { spec: String, given: String },
+    #[error("`{spec}`: `{given}` is not a number of MB/s")]
+    NotARate { spec: String, given: String },
+    #[error("`{spec}`: MB/s must be in (0, 1000]")]
+    RateOutOfRange { spec: String },
+    #[error(
+        "unknown fault `{spec}` (expected crash:KIND@TOKENS, startup-crash:KIND, \
+         startup-hang, hang@TOKENS or flood:MBPS)"
+    )]
+    Unknown { spec: String },
+}
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl CrashKind {
+    /// Every kind's name, comma-separated.
+    fn names() -> String {
+        let names: Vec<&str> = CrashKind::ALL.iter().map(|k| k.name()).collect();
+        names.join(", ")
+    }
+}
+
+impl FromStr for CrashKind {
+    type Err = FaultError;
+
+    fn from_str(s: &str) -> Result<Self, FaultError> {
         CrashKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = CrashKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown crash kind `{s}` (one of: {})", names.join(", "))
+            .ok_or_else(|| FaultError::UnknownCrashKind {
+                kind: s.to_string(),
             })
     }
 }
 
-fn parse_tokens(s: &str, spec: &str) -> Result<u64, String> {
-    s.parse::<u64>()
-        .map_err(|_| format!("`{spec}`: `{s}` is not a token count"))
+fn parse_tokens(s: &str, spec: &str) -> Result<u64, FaultError> {
+    s.parse::<u64>().map_err(|_| FaultError::NotATokenCount {
+        spec: spec.to_string(),
+        given: s.to_string(),
+    })
 }
 
 impl FromStr for Fault {
-    type Err = String;
+    type Err = FaultError;
 
-    fn from_str(spec: &str) -> Result<Self, String> {
+    fn from_str(spec: &str) -> Result<Self, FaultError> {
         let spec = spec.trim();
         if spec == "startup-hang" {
             return Ok(Fault::StartupHang);
@@ -201,9 +231,9 @@ impl FromStr for Fault {
             return Ok(Fault::StartupCrash(rest.parse()?));
         }
         if let Some(rest) = spec.strip_prefix("crash:") {
-            let (kind, tokens) = rest
-                .split_once('@')
-                .ok_or_else(|| format!("`{spec}`: expected crash:KIND@TOKENS"))?;
+            let (kind, tokens) = rest.split_once('@').ok_or_else(|| FaultError::NoTokens {
+                spec: spec.to_string(),
+            })?;
             return Ok(Fault::Crash {
                 kind: kind.parse()?,
                 after_tokens: parse_tokens(tokens, spec)?,
@@ -215,18 +245,36 @@ impl FromStr for Fault {
             });
         }
         if let Some(rest) = spec.strip_prefix("flood:") {
-            let mb_per_s: f64 = rest
-                .parse()
-                .map_err(|_| format!("`{spec}`: `{rest}` is not a number of MB/s"))?;
+            let mb_per_s: f64 = rest.parse().map_err(|_| FaultError::NotARate {
+                spec: spec.to_string(),
+                given: rest.to_string(),
+            })?;
             if !(mb_per_s.is_finite() && mb_per_s > 0.0 && mb_per_s <= 1000.0) {
-                return Err(format!("`{spec}`: MB/s must be in (0, 1000]"));
+                return Err(FaultError::RateOutOfRange {
+                    spec: spec.to_string(),
+                });
             }
             return Ok(Fault::Flood { mb_per_s });
         }
-        Err(format!(
-            "unknown fault `{spec}` (expected crash:KIND@TOKENS, startup-crash:KIND, \
-             startup-hang, hang@TOKENS or flood:MBPS)"
-        ))
+        Err(FaultError::Unknown {
+            spec: spec.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+impl SimArgs {
+    /// A server's arguments from these flags (after `--port 1`), for tests.
+    pub fn for_tests(flags: &[&str]) -> SimArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: SimArgs,
+        }
+        let mut argv = vec!["sim", "--port", "1"];
+        argv.extend_from_slice(flags);
+        Cli::parse_from(argv).args
     }
 }
 
@@ -300,6 +348,28 @@ mod tests {
         for kind in CrashKind::ALL {
             assert_eq!(kind.name().parse::<CrashKind>(), Ok(kind));
         }
+    }
+
+    #[test]
+    fn a_bad_fault_says_what_it_said_as_text() {
+        let said = |spec: &str| spec.parse::<Fault>().unwrap_err().to_string();
+        assert_eq!(
+            said("crash:cuda_illegal_instruction"),
+            "`crash:cuda_illegal_instruction`: expected crash:KIND@TOKENS"
+        );
+        assert!(said("crash:nope@5")
+            .starts_with("unknown crash kind `nope` (one of: cuda_illegal_instruction, "));
+        assert_eq!(said("hang@x"), "`hang@x`: `x` is not a token count");
+        assert_eq!(said("flood:-1"), "`flood:-1`: MB/s must be in (0, 1000]");
+        assert_eq!(
+            said("flood:abc"),
+            "`flood:abc`: `abc` is not a number of MB/s"
+        );
+        assert_eq!(
+            said("explode"),
+            "unknown fault `explode` (expected crash:KIND@TOKENS, startup-crash:KIND, \
+             startup-hang, hang@TOKENS or flood:MBPS)"
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::logs::{self, Stream};
 use crate::script::Vars;
 use crate::style;
 use crate::texts::texts;
-use crate::tokenizer;
+use crate::tokenizer::{self, PromptError};
 use crate::wire::{self, Envelope, Message, MessageChoice, TextChoice, Usage};
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -251,23 +251,40 @@ fn check_model(shared: &Shared, body: &Value) -> Option<Response<Body>> {
     }
 }
 
+/// A request body the server refuses: the message of its 400.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadRequest {
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    #[error("'{0}' is required")]
+    Missing(&'static str),
+    #[error("'prompt' or 'messages' is required")]
+    NoPrompt,
+    #[error("'{0}' must be a boolean")]
+    NotABoolean(&'static str),
+    #[error("{name} must be at least 1, got {given}.")]
+    TooFewTokens { name: &'static str, given: i64 },
+    #[error("'{0}' must be an integer")]
+    NotAnInteger(&'static str),
+}
+
 /// Prompt token ids of a completions or chat body.
-fn prompt_ids(shared: &Shared, body: &Value, endpoint: Endpoint) -> Result<Vec<u32>, String> {
+fn prompt_ids(shared: &Shared, body: &Value, endpoint: Endpoint) -> Result<Vec<u32>, BadRequest> {
     match endpoint {
         Endpoint::Completions => match body.get("prompt") {
-            Some(p) => tokenizer::encode_prompt(p),
-            None => Err("'prompt' is required".to_string()),
+            Some(p) => Ok(tokenizer::encode_prompt(p)?),
+            None => Err(BadRequest::Missing("prompt")),
         },
         Endpoint::Chat => match body.get("messages") {
-            Some(m) => chat_ids(shared, m),
-            None => Err("'messages' is required".to_string()),
+            Some(m) => Ok(chat_ids(shared, m)?),
+            None => Err(BadRequest::Missing("messages")),
         },
     }
 }
 
 /// A chat's token ids as the template makes them: the model's default system
 /// prompt (if it has one) before the messages.
-fn chat_ids(shared: &Shared, messages: &Value) -> Result<Vec<u32>, String> {
+fn chat_ids(shared: &Shared, messages: &Value) -> Result<Vec<u32>, PromptError> {
     /// The system prompt's token: one id, repeated (its text is never shown).
     const SYSTEM_TOKEN: u32 = 11;
     let mut ids = vec![SYSTEM_TOKEN; shared.args.system_prompt_tokens as usize];
@@ -277,11 +294,11 @@ fn chat_ids(shared: &Shared, messages: &Value) -> Result<Vec<u32>, String> {
 
 fn tokenize(shared: &Shared, body: &Value) -> Response<Body> {
     let ids = if let Some(m) = body.get("messages") {
-        chat_ids(shared, m)
+        chat_ids(shared, m).map_err(BadRequest::from)
     } else if let Some(p) = body.get("prompt") {
-        tokenizer::encode_prompt(p)
+        tokenizer::encode_prompt(p).map_err(BadRequest::from)
     } else {
-        Err("'prompt' or 'messages' is required".to_string())
+        Err(BadRequest::NoPrompt)
     };
     match ids {
         Ok(ids) => json_response(
@@ -293,19 +310,19 @@ fn tokenize(shared: &Shared, body: &Value) -> Response<Body> {
                 "token_strs": null,
             }),
         ),
-        Err(e) => bad_request(shared, &e),
+        Err(e) => bad_request(shared, &e.to_string()),
     }
 }
 
-fn bool_field(body: &Value, name: &str) -> Result<bool, String> {
+fn bool_field(body: &Value, name: &'static str) -> Result<bool, BadRequest> {
     match body.get(name) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(format!("'{name}' must be a boolean")),
+        Some(_) => Err(BadRequest::NotABoolean(name)),
     }
 }
 
-fn max_tokens(body: &Value, endpoint: Endpoint) -> Result<u64, String> {
+fn max_tokens(body: &Value, endpoint: Endpoint) -> Result<u64, BadRequest> {
     let field = ["max_completion_tokens", "max_tokens"]
         .into_iter()
         .find_map(|k| body.get(k).filter(|v| !v.is_null()).map(|v| (k, v)));
@@ -316,8 +333,8 @@ fn max_tokens(body: &Value, endpoint: Endpoint) -> Result<u64, String> {
         }),
         Some((name, v)) => match v.as_i64() {
             Some(n) if n >= 1 => Ok(n as u64),
-            Some(n) => Err(format!("{name} must be at least 1, got {n}.")),
-            None => Err(format!("'{name}' must be an integer")),
+            Some(given) => Err(BadRequest::TooFewTokens { name, given }),
+            None => Err(BadRequest::NotAnInteger(name)),
         },
     }
 }
@@ -334,7 +351,7 @@ struct Asked {
 
 impl Asked {
     /// The request's fields, or the message of the 400 the server answers.
-    fn read(shared: &Shared, body: &Value, endpoint: Endpoint) -> Result<Asked, String> {
+    fn read(shared: &Shared, body: &Value, endpoint: Endpoint) -> Result<Asked, BadRequest> {
         let ids = prompt_ids(shared, body, endpoint)?;
         let prompt = ids.len() as u64 + u64::from(shared.args.bos);
         let max = max_tokens(body, endpoint)?;
@@ -361,7 +378,7 @@ async fn completion(
 ) -> Response<Body> {
     let mut asked = match Asked::read(shared, body, endpoint) {
         Ok(a) => a,
-        Err(e) => return bad_request(shared, &e),
+        Err(e) => return bad_request(shared, &e.to_string()),
     };
     let limit = shared.args.max_model_len;
     if shared.args.clamp_max_tokens && asked.prompt < limit && asked.max <= limit {
@@ -571,6 +588,81 @@ mod tests {
              requested a total of 110 tokens: 90 tokens from the input messages and 20 tokens for \
              the completion."
         ));
+    }
+
+    #[test]
+    fn a_refused_body_says_what_it_said_as_text() {
+        let said = |body: Value, endpoint| {
+            Asked::read(
+                &Shared::new(crate::args::SimArgs::for_tests(&[])),
+                &body,
+                endpoint,
+            )
+            .err()
+            .map(|e| e.to_string())
+        };
+        let completions = Endpoint::Completions;
+        let chat = Endpoint::Chat;
+        for (body, endpoint, words) in [
+            (json!({}), completions, "'prompt' is required"),
+            (json!({}), chat, "'messages' is required"),
+            (
+                json!({"prompt": ["a", "b"]}),
+                completions,
+                "the simulated server takes one prompt per request",
+            ),
+            (
+                json!({"prompt": 7}),
+                completions,
+                "'prompt' must be a string or a list of token ids",
+            ),
+            (
+                json!({"prompt": [-1]}),
+                completions,
+                "'prompt' token ids must be integers",
+            ),
+            (
+                json!({"messages": {}}),
+                chat,
+                "'messages' must be a list of messages",
+            ),
+            (
+                json!({"messages": [{"content": "x"}]}),
+                chat,
+                "messages[0]: missing 'role'",
+            ),
+            (
+                json!({"messages": [{"role": "user", "content": 1}]}),
+                chat,
+                "messages[0]: 'content' must be a string or a list of parts",
+            ),
+            (
+                json!({"prompt": "a", "max_tokens": 0}),
+                completions,
+                "max_tokens must be at least 1, got 0.",
+            ),
+            (
+                json!({"prompt": "a", "max_completion_tokens": "x"}),
+                completions,
+                "'max_completion_tokens' must be an integer",
+            ),
+            (
+                json!({"prompt": "a", "stream": 1}),
+                completions,
+                "'stream' must be a boolean",
+            ),
+            (
+                json!({"prompt": "a", "stream_options": {"include_usage": "y"}}),
+                completions,
+                "'include_usage' must be a boolean",
+            ),
+        ] {
+            assert_eq!(
+                said(body.clone(), endpoint).as_deref(),
+                Some(words),
+                "{body}"
+            );
+        }
     }
 
     #[test]

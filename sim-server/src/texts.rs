@@ -113,7 +113,6 @@ pub mod tests {
     use crate::logs::{Level, Who};
     use crate::script::render::Rendered;
     use crate::style::{self, Style};
-    use clap::Parser;
 
     thread_local! {
         static PROBLEMS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
@@ -136,16 +135,8 @@ pub mod tests {
         PROBLEMS.with(|p| std::mem::take(&mut *p.borrow_mut()))
     }
 
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: SimArgs,
-    }
-
     fn shared(flags: &[&str]) -> std::sync::Arc<Shared> {
-        let mut argv = vec!["sim", "--port", "1"];
-        argv.extend_from_slice(flags);
-        Shared::new(Cli::parse_from(argv).args)
+        Shared::new(SimArgs::for_tests(flags))
     }
 
     #[test]

@@ -67,20 +67,35 @@ pub fn message_text(content: &Value) -> Option<String> {
     }
 }
 
+/// A prompt or a conversation that cannot be tokenized: the message of the
+/// 400 the server answers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromptError {
+    #[error("'messages' must be a list of messages")]
+    NotAList,
+    #[error("messages[{index}]: missing 'role'")]
+    NoRole { index: usize },
+    #[error("messages[{index}]: 'content' must be a string or a list of parts")]
+    BadContent { index: usize },
+    #[error("'prompt' token ids must be integers")]
+    NotTokenIds,
+    #[error("the simulated server takes one prompt per request")]
+    Batch,
+    #[error("'prompt' must be a string or a list of token ids")]
+    NotAPrompt,
+}
+
 /// Token ids of a chat conversation, template included. Err names what is wrong.
-pub fn encode_chat(messages: &Value) -> Result<Vec<u32>, String> {
-    let list = messages
-        .as_array()
-        .ok_or_else(|| "'messages' must be a list of messages".to_string())?;
+pub fn encode_chat(messages: &Value) -> Result<Vec<u32>, PromptError> {
+    let list = messages.as_array().ok_or(PromptError::NotAList)?;
     let mut ids = Vec::new();
     for (i, m) in list.iter().enumerate() {
         let role = m
             .get("role")
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("messages[{i}]: missing 'role'"))?;
-        let text = message_text(m.get("content").unwrap_or(&Value::Null)).ok_or_else(|| {
-            format!("messages[{i}]: 'content' must be a string or a list of parts")
-        })?;
+            .ok_or(PromptError::NoRole { index: i })?;
+        let text = message_text(m.get("content").unwrap_or(&Value::Null))
+            .ok_or(PromptError::BadContent { index: i })?;
         ids.extend([IM_START, role_id(role), NEWLINE]);
         encode_text(&text, &mut ids);
     }
@@ -90,7 +105,7 @@ pub fn encode_chat(messages: &Value) -> Result<Vec<u32>, String> {
 
 /// Token ids of a completions `prompt`: a string, a list of token ids, or a list
 /// holding one string or one list of ids. Batches of several prompts are refused.
-pub fn encode_prompt(prompt: &Value) -> Result<Vec<u32>, String> {
+pub fn encode_prompt(prompt: &Value) -> Result<Vec<u32>, PromptError> {
     fn ids_of(list: &[Value]) -> Option<Vec<u32>> {
         list.iter()
             .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
@@ -103,11 +118,11 @@ pub fn encode_prompt(prompt: &Value) -> Result<Vec<u32>, String> {
             Ok(ids)
         }
         Value::Array(list) if list.iter().all(Value::is_number) => {
-            ids_of(list).ok_or_else(|| "'prompt' token ids must be integers".to_string())
+            ids_of(list).ok_or(PromptError::NotTokenIds)
         }
         Value::Array(list) if list.len() == 1 => encode_prompt(&list[0]),
-        Value::Array(_) => Err("the simulated server takes one prompt per request".to_string()),
-        _ => Err("'prompt' must be a string or a list of token ids".to_string()),
+        Value::Array(_) => Err(PromptError::Batch),
+        _ => Err(PromptError::NotAPrompt),
     }
 }
 

@@ -2,18 +2,9 @@ use std::time::Duration;
 
 use super::lines::decode_stats_lines;
 use super::*;
-use clap::Parser;
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: SimArgs,
-}
 
 fn args(extra: &[&str]) -> SimArgs {
-    let mut argv = vec!["sim", "--port", "1"];
-    argv.extend_from_slice(extra);
-    Cli::parse_from(argv).args
+    SimArgs::for_tests(extra)
 }
 
 #[test]

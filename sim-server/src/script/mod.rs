@@ -32,20 +32,65 @@ pub const MAX_RANKS_LOGGED: u64 = 8;
 const MAX_DEPTH: usize = 16;
 
 /// A script that does not parse: the file, the line, what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {problem}")]
 pub struct ParseError {
     pub file: String,
     pub line: usize,
-    pub message: String,
+    pub problem: Problem,
 }
 
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.message)
-    }
+/// What is wrong with a script's line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("`${{` without its `}}` in `{text}`")]
+    UnclosedPlaceholder { text: String },
+    #[error(
+        "`${{{inner}}}`: a format is `:.N` (N decimals, at most 9) or `:,` (thousands separators)"
+    )]
+    BadFormat { inner: String },
+    #[error("`${{{inner}}}`: a placeholder names a value in a-z, 0-9 and _")]
+    BadPlaceholder { inner: String },
+    #[error("two writers in `{words}`")]
+    TwoWriters { words: String },
+    #[error("two levels in `{words}`")]
+    TwoLevels { words: String },
+    #[error("`{word}`: @ takes a fraction from 0 to 1")]
+    BadTime { word: String },
+    #[error("two times in `{words}`")]
+    TwoTimes { words: String },
+    #[error("`{word}`: one non-empty [source] per head")]
+    BadSource { word: String },
+    #[error(
+        "`{word}` is not a head word (@AT, out, err, main, engine, rank, rankN, info, error, [source])"
+    )]
+    NotAHeadWord { word: String },
+    #[error("`{name}`: a section name is in a-z, 0-9, _, - and .")]
+    BadSectionName { name: String },
+    #[error("`let NAME | TEXT` names one value in a-z, 0-9 and _")]
+    BadLet,
+    #[error("`if {cond}`: expected NAME=VALUE or NAME!=VALUE")]
+    IfWithoutTest { cond: String },
+    #[error("`if {cond}`: expected NAME=V1,V2,...")]
+    IfWithoutValues { cond: String },
+    #[error(
+        "`{text}`: expected `HEAD | TEXT`, `HEAD > SECTION`, `let NAME | TEXT`, \
+         `if NAME=VALUES`, `else`, `end`, `for rank` or `== SECTION`"
+    )]
+    UnknownLine { text: String },
+    #[error("block not closed with `end`")]
+    NotClosed,
+    #[error("section `{name}` defined twice")]
+    DefinedTwice { name: String },
+    #[error("a constant (a `let` before any section) has no placeholders")]
+    ConstantWithPlaceholders,
+    #[error("only `let` lines come before the first section")]
+    BeforeFirstSection,
+    #[error("`else` without its `if`")]
+    ElseWithoutIf,
+    #[error("`end` without its `if` or `for`")]
+    EndWithoutBlock,
 }
-
-impl std::error::Error for ParseError {}
 
 /// Where a rendered line goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

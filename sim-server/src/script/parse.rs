@@ -4,7 +4,7 @@
 use super::*;
 
 impl Template {
-    fn parse(s: &str) -> Result<Template, String> {
+    fn parse(s: &str) -> Result<Template, Problem> {
         let mut parts = Vec::new();
         let mut lit = String::new();
         let mut rest = s;
@@ -13,7 +13,9 @@ impl Template {
             let after = &rest[i + 2..];
             let end = after
                 .find('}')
-                .ok_or_else(|| format!("`${{` without its `}}` in `{s}`"))?;
+                .ok_or_else(|| Problem::UnclosedPlaceholder {
+                    text: s.to_string(),
+                })?;
             let inner = &after[..end];
             let (name, spec) = match inner.split_once(':') {
                 None => (inner, Spec::Plain),
@@ -21,17 +23,16 @@ impl Template {
                 Some((name, spec)) => match spec.strip_prefix('.').map(str::parse::<usize>) {
                     Some(Ok(n)) if n <= 9 => (name, Spec::Decimals(n)),
                     _ => {
-                        return Err(format!(
-                            "`${{{inner}}}`: a format is `:.N` (N decimals, at most 9) or `:,` \
-                             (thousands separators)"
-                        ))
+                        return Err(Problem::BadFormat {
+                            inner: inner.to_string(),
+                        })
                     }
                 },
             };
             if !is_var_name(name) {
-                return Err(format!(
-                    "`${{{inner}}}`: a placeholder names a value in a-z, 0-9 and _"
-                ));
+                return Err(Problem::BadPlaceholder {
+                    inner: inner.to_string(),
+                });
             }
             if !lit.is_empty() {
                 parts.push(Part::Lit(std::mem::take(&mut lit)));
@@ -72,7 +73,7 @@ fn is_section_name(s: &str) -> bool {
 }
 
 impl Head {
-    fn parse(words: &str) -> Result<Head, String> {
+    fn parse(words: &str) -> Result<Head, Problem> {
         let mut head = Head::default();
         for word in words.split_whitespace() {
             let writer = match word {
@@ -93,30 +94,39 @@ impl Head {
             };
             if let Some(w) = writer {
                 if head.writer.replace(w).is_some() {
-                    return Err(format!("two writers in `{words}`"));
+                    return Err(Problem::TwoWriters {
+                        words: words.to_string(),
+                    });
                 }
             } else if let Some(l) = level {
                 if head.level.replace(l).is_some() {
-                    return Err(format!("two levels in `{words}`"));
+                    return Err(Problem::TwoLevels {
+                        words: words.to_string(),
+                    });
                 }
             } else if let Some(at) = word.strip_prefix('@') {
                 let at: f64 = at
                     .parse()
                     .ok()
                     .filter(|x: &f64| (0.0..=1.0).contains(x))
-                    .ok_or_else(|| format!("`{word}`: @ takes a fraction from 0 to 1"))?;
+                    .ok_or_else(|| Problem::BadTime {
+                        word: word.to_string(),
+                    })?;
                 if head.at.replace(at).is_some() {
-                    return Err(format!("two times in `{words}`"));
+                    return Err(Problem::TwoTimes {
+                        words: words.to_string(),
+                    });
                 }
             } else if let Some(src) = word.strip_prefix('[').and_then(|w| w.strip_suffix(']')) {
                 if src.is_empty() || head.source.replace(src.to_string()).is_some() {
-                    return Err(format!("`{word}`: one non-empty [source] per head"));
+                    return Err(Problem::BadSource {
+                        word: word.to_string(),
+                    });
                 }
             } else {
-                return Err(format!(
-                    "`{word}` is not a head word (@AT, out, err, main, engine, rank, rankN, \
-                     info, error, [source])"
-                ));
+                return Err(Problem::NotAHeadWord {
+                    word: word.to_string(),
+                });
             }
         }
         Ok(head)
@@ -176,16 +186,16 @@ enum Item {
     ForRank,
 }
 
-fn classify(t: &str) -> Result<Item, String> {
+fn classify(t: &str) -> Result<Item, Problem> {
     if let Some(rest) = t.strip_prefix("==") {
         let (name, head) = match rest.split_once(':') {
             Some((name, head)) => (name.trim(), Head::parse(head)?),
             None => (rest.trim(), Head::default()),
         };
         if !is_section_name(name) {
-            return Err(format!(
-                "`{name}`: a section name is in a-z, 0-9, _, - and ."
-            ));
+            return Err(Problem::BadSectionName {
+                name: name.to_string(),
+            });
         }
         return Ok(Item::Section(name.to_string(), head));
     }
@@ -196,7 +206,7 @@ fn classify(t: &str) -> Result<Item, String> {
         if words.first() == Some(&"let") {
             return match words[..] {
                 [_, name] if is_var_name(name) => Ok(Item::Let(name.to_string(), template)),
-                _ => Err("`let NAME | TEXT` names one value in a-z, 0-9 and _".to_string()),
+                _ => Err(Problem::BadLet),
             };
         }
         return Ok(Item::Text(Head::parse(head)?, template));
@@ -208,12 +218,18 @@ fn classify(t: &str) -> Result<Item, String> {
                 Some((var, values)) => (var, true, values),
                 None => match cond.split_once('=') {
                     Some((var, values)) => (var, false, values),
-                    None => return Err(format!("`if {cond}`: expected NAME=VALUE or NAME!=VALUE")),
+                    None => {
+                        return Err(Problem::IfWithoutTest {
+                            cond: cond.to_string(),
+                        })
+                    }
                 },
             };
             let values: Vec<String> = values.split(',').map(str::to_string).collect();
             if !is_var_name(var) || values.iter().any(String::is_empty) {
-                return Err(format!("`if {cond}`: expected NAME=V1,V2,..."));
+                return Err(Problem::IfWithoutValues {
+                    cond: cond.to_string(),
+                });
             }
             Ok(Item::If(Cond {
                 var: var.to_string(),
@@ -228,10 +244,9 @@ fn classify(t: &str) -> Result<Item, String> {
             Some((head, name)) if is_section_name(name.trim()) => {
                 Ok(Item::Include(Head::parse(head)?, name.trim().to_string()))
             }
-            _ => Err(format!(
-                "`{t}`: expected `HEAD | TEXT`, `HEAD > SECTION`, `let NAME | TEXT`, \
-                 `if NAME=VALUES`, `else`, `end`, `for rank` or `== SECTION`"
-            )),
+            _ => Err(Problem::UnknownLine {
+                text: t.to_string(),
+            }),
         },
     }
 }
@@ -240,10 +255,10 @@ impl Script {
     /// Parses a script; `file` names it in errors.
     pub fn parse(file: &str, src: &str) -> Result<Script, ParseError> {
         let mut script = Script::default();
-        let err = |line: usize, message: String| ParseError {
+        let err = |line: usize, problem: Problem| ParseError {
             file: file.to_string(),
             line,
-            message,
+            problem,
         };
         // The section being read: its name, head, body, and the blocks open in it.
         let mut current: Option<(String, Head, Vec<Node>)> = None;
@@ -258,13 +273,13 @@ impl Script {
             let item = classify(t).map_err(|m| err(n, m))?;
             if let Item::Section(name, head) = item {
                 if let Some(o) = open.last() {
-                    return Err(err(o.line(), "block not closed with `end`".to_string()));
+                    return Err(err(o.line(), Problem::NotClosed));
                 }
                 if let Some((name, head, body)) = current.take() {
                     script.sections.insert(name, Section { head, body });
                 }
                 if script.sections.contains_key(&name) {
-                    return Err(err(n, format!("section `{name}` defined twice")));
+                    return Err(err(n, Problem::DefinedTwice { name }));
                 }
                 current = Some((name, head, Vec::new()));
                 continue;
@@ -272,22 +287,13 @@ impl Script {
             let Some((_, _, body)) = current.as_mut() else {
                 match item {
                     Item::Let(name, text) => {
-                        let text = text.literal().ok_or_else(|| {
-                            err(
-                                n,
-                                "a constant (a `let` before any section) has no placeholders"
-                                    .to_string(),
-                            )
-                        })?;
+                        let text = text
+                            .literal()
+                            .ok_or_else(|| err(n, Problem::ConstantWithPlaceholders))?;
                         script.constants.push((name, text));
                         continue;
                     }
-                    _ => {
-                        return Err(err(
-                            n,
-                            "only `let` lines come before the first section".to_string(),
-                        ))
-                    }
+                    _ => return Err(err(n, Problem::BeforeFirstSection)),
                 }
             };
             let node = match item {
@@ -317,7 +323,7 @@ impl Script {
                         *in_else = true;
                         continue;
                     }
-                    _ => return Err(err(n, "`else` without its `if`".to_string())),
+                    _ => return Err(err(n, Problem::ElseWithoutIf)),
                 },
                 Item::End => match open.pop() {
                     Some(Open::If {
@@ -327,7 +333,7 @@ impl Script {
                         ..
                     }) => Node::If(cond, then, otherwise),
                     Some(Open::For { body, .. }) => Node::ForRank(body),
-                    None => return Err(err(n, "`end` without its `if` or `for`".to_string())),
+                    None => return Err(err(n, Problem::EndWithoutBlock)),
                 },
             };
             match open.last_mut() {
@@ -336,7 +342,7 @@ impl Script {
             }
         }
         if let Some(o) = open.last() {
-            return Err(err(o.line(), "block not closed with `end`".to_string()));
+            return Err(err(o.line(), Problem::NotClosed));
         }
         if let Some((name, head, body)) = current.take() {
             script.sections.insert(name, Section { head, body });

@@ -147,10 +147,41 @@ fn parse_errors_name_their_line() {
             Ok(_) => panic!("{src:?} parsed"),
             Err(e) => {
                 assert_eq!(e.line, line, "{src:?}: {e}");
-                assert!(e.message.contains(what), "{src:?}: {e}");
+                assert!(e.problem.to_string().contains(what), "{src:?}: {e}");
                 assert!(e.to_string().starts_with(&format!("t.txt:{line}: ")));
             }
         }
+    }
+}
+
+/// Every problem a script can have, word for word as it was said when the
+/// problems were plain strings.
+#[test]
+fn every_parse_error_says_what_it_said_as_text() {
+    for (src, said) in [
+        ("== a\n| ${x", "t.txt:2: `${` without its `}` in `${x`"),
+        ("== a\n| ${x:3}", "t.txt:2: `${x:3}`: a format is `:.N` (N decimals, at most 9) or `:,` (thousands separators)"),
+        ("== a\n| ${X}", "t.txt:2: `${X}`: a placeholder names a value in a-z, 0-9 and _"),
+        ("== a\nout err | x", "t.txt:2: two writers in `out err `"),
+        ("== a\ninfo error | x", "t.txt:2: two levels in `info error `"),
+        ("== a\n@2 | x", "t.txt:2: `@2`: @ takes a fraction from 0 to 1"),
+        ("== a\n@0.1 @0.2 | x", "t.txt:2: two times in `@0.1 @0.2 `"),
+        ("== a\n[a] [b] | x", "t.txt:2: `[b]`: one non-empty [source] per head"),
+        ("== a\nbogus | x", "t.txt:2: `bogus` is not a head word (@AT, out, err, main, engine, rank, rankN, info, error, [source])"),
+        ("== A", "t.txt:1: `A`: a section name is in a-z, 0-9, _, - and ."),
+        ("== a\nlet | x", "t.txt:2: `let NAME | TEXT` names one value in a-z, 0-9 and _"),
+        ("== a\nif x", "t.txt:2: `if x`: expected NAME=VALUE or NAME!=VALUE"),
+        ("== a\nif x=", "t.txt:2: `if x=`: expected NAME=V1,V2,..."),
+        ("== a\nwhatever", "t.txt:2: `whatever`: expected `HEAD | TEXT`, `HEAD > SECTION`, `let NAME | TEXT`, `if NAME=VALUES`, `else`, `end`, `for rank` or `== SECTION`"),
+        ("== a\nfor rank\n== b", "t.txt:2: block not closed with `end`"),
+        ("== a\n== a", "t.txt:2: section `a` defined twice"),
+        ("let c | ${x}", "t.txt:1: a constant (a `let` before any section) has no placeholders"),
+        ("| x", "t.txt:1: only `let` lines come before the first section"),
+        ("== a\nelse", "t.txt:2: `else` without its `if`"),
+        ("== a\nend", "t.txt:2: `end` without its `if` or `for`"),
+    ] {
+        let e = Script::parse("t.txt", src).err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some(said), "{src:?}");
     }
 }
 
