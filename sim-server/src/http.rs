@@ -593,13 +593,9 @@ mod tests {
     #[test]
     fn a_refused_body_says_what_it_said_as_text() {
         let said = |body: Value, endpoint| {
-            Asked::read(
-                &Shared::new(crate::args::SimArgs::for_tests(&[])),
-                &body,
-                endpoint,
-            )
-            .err()
-            .map(|e| e.to_string())
+            Asked::read(&Shared::for_tests(&[]), &body, endpoint)
+                .err()
+                .map(|e| e.to_string())
         };
         let completions = Endpoint::Completions;
         let chat = Endpoint::Chat;

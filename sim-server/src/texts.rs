@@ -107,7 +107,7 @@ pub mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::args::{CrashKind, SimArgs};
+    use crate::args::CrashKind;
     use crate::engine::{Counters, Shared};
     use crate::faults::{self, When};
     use crate::logs::{Level, Who};
@@ -135,10 +135,6 @@ pub mod tests {
         PROBLEMS.with(|p| std::mem::take(&mut *p.borrow_mut()))
     }
 
-    fn shared(flags: &[&str]) -> std::sync::Arc<Shared> {
-        Shared::new(SimArgs::for_tests(flags))
-    }
-
     #[test]
     fn every_script_parses() {
         for (file, src) in FILES {
@@ -156,7 +152,8 @@ pub mod tests {
         for flavor in ["sglang", "vllm"] {
             for method in ["none", "dflash", "ddtree"] {
                 for tp in ["1", "2", "8", "12"] {
-                    let s = shared(&["--flavor", flavor, "--method", method, "--tp", tp]);
+                    let s =
+                        Shared::for_tests(&["--flavor", flavor, "--method", method, "--tp", tp]);
                     let lines = crate::startup::steps(&s, 1234);
                     assert!(!lines.is_empty());
                     for line in &lines {
@@ -174,7 +171,7 @@ pub mod tests {
                     crate::engine::lines::prefill_lines(&s, 100);
                 }
             }
-            let s = shared(&["--flavor", flavor]);
+            let s = Shared::for_tests(&["--flavor", flavor]);
             let style = &s.style;
             crate::http::overflow_message(style.flavor, 10, 8, 4);
             for kind in CrashKind::ALL {

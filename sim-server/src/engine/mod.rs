@@ -123,6 +123,14 @@ pub struct Shared {
     token_fault: Option<(u64, TokenFault)>,
 }
 
+#[cfg(test)]
+impl Shared {
+    /// A server's shared state from these flags (`SimArgs::for_tests`).
+    pub fn for_tests(flags: &[&str]) -> Arc<Shared> {
+        Shared::new(SimArgs::for_tests(flags))
+    }
+}
+
 impl Shared {
     pub fn new(args: SimArgs) -> Arc<Shared> {
         let style = Style {
