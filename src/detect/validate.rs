@@ -164,7 +164,12 @@ fn read_with(short: Option<Failure>, measured: &Measured, checks: &Checks) -> Ve
         .map(usage_mismatch)
         .into_iter()
         .chain(prompt_mismatch(metrics, checks))
-        .chain(measured.starved.map(client_starved))
+        .chain(
+            measured
+                .starved
+                .map(client_starved)
+                .or_else(|| late_reads(metrics)),
+        )
         .chain(context_shift(measured, checks))
         .chain(short)
         .chain(clock_gap(metrics, checks.max_ttft_gap_ms))
@@ -350,6 +355,25 @@ fn client_starved(s: Starved) -> Failure {
     )
 }
 
+/// The most a chunk may wait between arriving and being read (p99) before
+/// the client is said to be starved of CPU.
+pub const LATE_READ_MS: f64 = 20.0;
+
+/// A client that read its chunks late (the kernel's receive time against
+/// the read): its figures are on the receive clock and stand, but it was
+/// short of CPU, and what queued meanwhile came in one read.
+fn late_reads(metrics: &Metrics) -> Option<Failure> {
+    let lag = metrics.client_lag_ms_p99.filter(|l| *l > LATE_READ_MS)?;
+    Some(Failure::new(
+        FailureKind::ClientStarved,
+        FailureSource::Client,
+        format!(
+            "the client read chunks up to {lag:.1} ms after they arrived (p99, over the {LATE_READ_MS} ms allowed; {} read(s) held several chunks): it was short of CPU. The figures are on the kernel's receive clock and stand; a first token that came in such a read makes its TTFT an upper bound",
+            metrics.coalesced_reads.unwrap_or(0)
+        ),
+    ))
+}
+
 /// A request that held more prompt and output tokens than the server's
 /// context for one request: only a server that dropped old tokens to go on
 /// (llama.cpp's `--context-shift`) can return it, and what it timed is not
@@ -478,6 +502,7 @@ mod tests {
             finish_reason: Some("length".into()),
             error,
             server: None,
+            read_lag_us: Vec::new(),
         }
     }
 
@@ -600,6 +625,30 @@ mod tests {
         assert_eq!(f.context.and_then(|c| c.prompt_tokens), Some(1_805_926));
         assert_eq!(prompt_slack(128), 8);
         assert_eq!(prompt_slack(32_768), 327);
+    }
+
+    /// Chunks read long after the kernel received them: a warning with the
+    /// lag and the reads that held several chunks.
+    #[test]
+    fn chunks_read_late_are_a_client_starved_warning_with_both_figures() {
+        let run = run_of(&[rec(8, 8, None)]);
+        let mut m = run.stats.metrics(run.wall_ns);
+        m.client_lag_ms_p99 = Some(LATE_READ_MS - 1.0);
+        m.coalesced_reads = Some(0);
+        assert!(late_reads(&m).is_none(), "within the allowance");
+        m.client_lag_ms_p99 = Some(48.0);
+        m.coalesced_reads = Some(3);
+        let w = warnings(&measured(&run, &m), &checks(None));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].kind, FailureKind::ClientStarved);
+        assert!(
+            w[0].message.contains("48.0 ms after they arrived")
+                && w[0].message.contains("3 read(s) held several chunks"),
+            "{}",
+            w[0].message
+        );
+        m.client_lag_ms_p99 = None;
+        assert!(late_reads(&m).is_none(), "the read clock says nothing");
     }
 
     /// Requests read in bursts: a warning that says how many and the first

@@ -174,7 +174,8 @@ accept_len,gpu_mem_peak_mib,gpu_util_mean,started_at,finished_at";
 output_tokens_asked,prompt_tokens_min,prompt_tokens_max,warning_kind,warning_message,\
 server_requests,server_ttft_ms_mean,server_itl_ms_mean,server_e2e_ms_mean,server_queue_ms_mean,\
 prefix_cache_hit_pct,server_kind,server_version,model_path,model_config_sha256,gpu_names,\
-driver_version,cuda_version,host,sweeptop_version,repetitions,spread_pct"
+driver_version,cuda_version,host,sweeptop_version,repetitions,spread_pct,client_lag_ms_p99,\
+coalesced_reads"
         ),
         "{header}"
     );

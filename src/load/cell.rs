@@ -72,6 +72,9 @@ async fn drive(
     let mut set = tokio::task::JoinSet::new();
     let mut issued: u32 = 0;
     let mut stats = CellStats::new();
+    // The last request's end (its `[DONE]`, on the wire clock where there
+    // is one): where the cell's clock stops.
+    let mut last_end = 0u64;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let slots = load.concurrency.max(1) as usize;
@@ -118,6 +121,7 @@ async fn drive(
         tokio::select! {
             joined = set.join_next(), if !set.is_empty() => {
                 if let Some(Ok(rec)) = joined {
+                    last_end = last_end.max(rec.end_ns);
                     stats.add(&rec);
                     sink(&rec);
                 }
@@ -136,7 +140,11 @@ async fn drive(
         }
     }
     CellRun {
-        wall_ns: progress.now_ns(),
+        wall_ns: if last_end > 0 {
+            last_end
+        } else {
+            progress.now_ns()
+        },
         started_ms,
         stats,
         stalled_for: None,

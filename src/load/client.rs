@@ -76,6 +76,10 @@ impl Progress {
     pub fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
+    /// `at` in nanoseconds since the epoch (0 for an instant before it).
+    pub fn ns_at(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
     fn touch(&self, at: u64) {
         self.last_ns.fetch_max(at, Ordering::Relaxed);
     }
@@ -302,10 +306,11 @@ async fn read_events(
         };
         let now = progress.now_ns();
         progress.touch(now);
+        let when = When::of(conn.arrival().map(|at| progress.ns_at(at)), now, rec);
         let mut err = None;
         let r = parser.push(&chunk, &mut |data| {
             if err.is_none() && !done {
-                handle_event(data, now, rec, &mut done, &mut err, progress);
+                handle_event(data, when, rec, &mut done, &mut err, progress);
             }
         });
         if r.is_err() {
@@ -319,7 +324,7 @@ async fn read_events(
             return;
         }
         if done {
-            rec.end_ns = now;
+            rec.end_ns = when.at;
             // The request ends at `[DONE]`: the end of the body is the
             // pool's to read, aside when it is not here yet.
             pool.finish(conn, body);
@@ -327,11 +332,12 @@ async fn read_events(
         }
     }
     let now = progress.now_ns();
-    rec.end_ns = now;
+    let when = When::of(conn.arrival().map(|at| progress.ns_at(at)), now, rec);
+    rec.end_ns = when.at;
     let mut err = None;
     parser.finish(&mut |data| {
         if err.is_none() && !done {
-            handle_event(data, now, rec, &mut done, &mut err, progress);
+            handle_event(data, when, rec, &mut done, &mut err, progress);
         }
     });
     if let Some(e) = err {
@@ -340,6 +346,44 @@ async fn read_events(
         rec.error = Some(RequestError::Truncated);
     } else {
         pool.put(conn);
+    }
+}
+
+/// When the events completed by one read arrived.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct When {
+    /// On the wire clock where the kernel said, else when read (ns since
+    /// the cell's epoch).
+    pub at: u64,
+    /// How long after arriving they were read, where both clocks exist.
+    pub lag_ns: Option<u64>,
+}
+
+impl When {
+    /// A read at `read_ns` whose bytes arrived at `wire_ns`: the wire time,
+    /// kept between the request's send (or its last chunk) and the read, so
+    /// a clock that disagrees can never reorder a request's events.
+    pub(super) fn of(wire_ns: Option<u64>, read_ns: u64, rec: &RequestRecord) -> When {
+        match wire_ns {
+            Some(wire) => {
+                let floor = rec.chunks.last().map_or(rec.start_ns, |c| c.0).min(read_ns);
+                let at = wire.clamp(floor, read_ns);
+                When {
+                    at,
+                    lag_ns: Some(read_ns - at),
+                }
+            }
+            None => When {
+                at: read_ns,
+                lag_ns: None,
+            },
+        }
+    }
+
+    /// Read the moment it arrived (the tests' events).
+    #[cfg(test)]
+    pub(super) fn read(at: u64) -> When {
+        When { at, lag_ns: None }
     }
 }
 
@@ -417,7 +461,7 @@ struct Usage {
 
 pub(super) fn handle_event(
     data: &[u8],
-    now: u64,
+    when: When,
     rec: &mut RequestRecord,
     done: &mut bool,
     err: &mut Option<RequestError>,
@@ -470,7 +514,19 @@ pub(super) fn handle_event(
             return;
         }
         rec.chunks
-            .push((now, text_len.min(u32::MAX as usize) as u32));
+            .push((when.at, text_len.min(u32::MAX as usize) as u32));
+        // One lag per chunk once there is any (a read the kernel did not
+        // stamp, as the first on a machine where no socket asked before
+        // may be, counts as read when it arrived).
+        match when.lag_ns {
+            Some(lag) => {
+                rec.read_lag_us.resize(rec.chunks.len() - 1, 0);
+                rec.read_lag_us
+                    .push((lag / 1000).min(u64::from(u32::MAX)) as u32);
+            }
+            None if !rec.read_lag_us.is_empty() => rec.read_lag_us.push(0),
+            None => {}
+        }
         progress.chunks.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(t) = &chunk.timings {
@@ -533,7 +589,7 @@ mod tests {
             if err.is_none() && !done {
                 handle_event(
                     e.as_bytes(),
-                    (i as u64 + 1) * 1000,
+                    When::read((i as u64 + 1) * 1000),
                     &mut rec,
                     &mut done,
                     &mut err,
@@ -748,5 +804,173 @@ mod pool_tests {
             3,
             "one connection per request"
         );
+    }
+}
+
+/// A client that cannot read for a while: what the wire clock keeps right.
+#[cfg(all(test, target_os = "linux"))]
+mod stalled_client_tests {
+    use super::*;
+    use crate::load::CellStats;
+    use std::io::{Read, Write};
+
+    const PACE: Duration = Duration::from_millis(10);
+    const TOKENS: usize = 20;
+
+    /// One streamed request, a token every `PACE` at least (the pause is
+    /// taken after each write, so a late server is never faster).
+    fn paced_server() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let _ = s.set_nodelay(true);
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "the client closed before sending");
+                got.extend_from_slice(&buf[..n]);
+            }
+            let chunk = |s: &mut std::net::TcpStream, data: &str| {
+                let event = format!("data: {data}\n\n");
+                let _ = write!(s, "{:x}\r\n{event}\r\n", event.len());
+            };
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+            );
+            for _ in 0..TOKENS {
+                std::thread::sleep(PACE);
+                chunk(&mut s, r#"{"choices":[{"text":" t"}]}"#);
+            }
+            chunk(
+                &mut s,
+                &format!(
+                    r#"{{"choices":[],"usage":{{"prompt_tokens":3,"completion_tokens":{TOKENS}}}}}"#
+                ),
+            );
+            chunk(&mut s, "[DONE]");
+            let _ = s.write_all(b"0\r\n\r\n");
+            let _ = s.read(&mut buf);
+        });
+        port
+    }
+
+    /// The figures of one request, its chunks timed on `times`.
+    fn itls(rec: &RequestRecord, times: Vec<u64>) -> (f64, f64) {
+        let mut rec = rec.clone();
+        for (c, t) in rec.chunks.iter_mut().zip(times) {
+            c.0 = t;
+        }
+        rec.read_lag_us.clear();
+        let mut stats = CellStats::new();
+        stats.add(&rec);
+        let m = stats.metrics(1_000_000_000);
+        (m.itl_ms_p50.unwrap(), m.itl_ms_mean.unwrap())
+    }
+
+    /// The runtime's only thread is blocked for 100 ms while tokens arrive:
+    /// read when the client got to them, the tokens queued meanwhile seem to
+    /// have come microseconds apart; on the wire clock every gap stays at the
+    /// server's pace (the queued ones share their read's arrival, and that
+    /// read's tokens the time since the read before).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_blocked_client_keeps_the_servers_pace_on_the_wire_clock() {
+        let port = paced_server();
+        let t = Target {
+            cache_prompt: None,
+            base: format!("http://127.0.0.1:{port}"),
+            api: Api::Completions,
+            model: "m".into(),
+        };
+        let pool = Arc::new(Pool::new(&t.base).unwrap());
+        let progress = Arc::new(Progress::new());
+        let p = progress.clone();
+        let hog = tokio::spawn(async move {
+            while p.chunks.load(Ordering::Relaxed) < 3 {
+                tokio::task::yield_now().await;
+            }
+            // Blocks the runtime thread: nothing is read meanwhile.
+            std::thread::sleep(Duration::from_millis(100));
+        });
+        let rec = send(
+            &pool,
+            &t,
+            "x",
+            TOKENS as u32,
+            Duration::from_secs(30),
+            &progress,
+        )
+        .await;
+        hog.await.unwrap();
+        assert!(rec.ok(), "{:?}", rec.error);
+        assert_eq!(rec.chunks.len(), TOKENS);
+        assert_eq!(rec.read_lag_us.len(), TOKENS, "both clocks for every chunk");
+
+        let wire: Vec<u64> = rec.chunks.iter().map(|c| c.0).collect();
+        let read: Vec<u64> = rec
+            .chunks
+            .iter()
+            .zip(&rec.read_lag_us)
+            .map(|(c, lag)| c.0 + u64::from(*lag) * 1000)
+            .collect();
+        let smallest_gap = |times: &[u64]| {
+            times
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]))
+                .min()
+                .unwrap() as f64
+                / 1e6
+        };
+        assert!(
+            smallest_gap(&read) < 2.0,
+            "the queued tokens were read in a burst: {read:?}"
+        );
+
+        let (read_p50, read_mean) = itls(&rec, read);
+        let (wire_p50, wire_mean) = itls(&rec, wire.clone());
+        let (min_ms, pace_ms) = (9.5, PACE.as_secs_f64() * 1e3);
+        assert!(
+            wire_p50 >= min_ms && wire_mean >= min_ms,
+            "wire ITL p50 {wire_p50:.2} ms, mean {wire_mean:.2} ms, the server paced {pace_ms} ms"
+        );
+        assert!(
+            read_p50 < wire_p50,
+            "read ITL p50 {read_p50:.2} ms vs wire {wire_p50:.2} ms (read mean {read_mean:.2})"
+        );
+        // The cell's own figures are the wire clock's, with the lag said.
+        let mut stats = CellStats::new();
+        stats.add(&rec);
+        let m = stats.metrics(1_000_000_000);
+        assert!(m.itl_ms_p50.unwrap() >= min_ms, "{m:?}");
+        // The tokens queued during the block came in one read: said, and
+        // its lag is that of its last segment (the kernel keeps one arrival
+        // per read), so the lag is only a lower bound of the client's delay.
+        assert!(m.client_lag_ms_p99.is_some(), "{m:?}");
+        assert!(m.coalesced_reads.unwrap() >= 1, "{m:?}");
+        // Every ITL sample (hence the p1) stays at the server's pace.
+        assert!(
+            stats_min_itl(&rec) >= min_ms,
+            "the smallest wire ITL: {:.2} ms",
+            stats_min_itl(&rec)
+        );
+    }
+
+    /// The smallest per-token gap on the wire clock, as the cell spreads a
+    /// read's tokens over the time since the read before.
+    fn stats_min_itl(rec: &RequestRecord) -> f64 {
+        let mut min = f64::MAX;
+        let mut prev: Option<u64> = None;
+        let mut i = 0;
+        while i < rec.chunks.len() {
+            let at = rec.chunks[i].0;
+            let n = rec.chunks[i..].iter().take_while(|c| c.0 == at).count();
+            if let Some(p) = prev {
+                min = min.min((at - p) as f64 / 1e6 / n as f64);
+            }
+            prev = Some(at);
+            i += n;
+        }
+        min
     }
 }

@@ -7,6 +7,7 @@
 //! many requests starting at once, queueing between the send time and the
 //! write). No proxies: benchmarks talk to the server directly.
 
+use super::wire::{Stamp, WireStream};
 use super::{LoadError, UrlProblem};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -23,13 +24,15 @@ use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-type Driver = Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
+type Driver = Pin<Box<Connection<TokioIo<WireStream>, Full<Bytes>>>>;
 
-/// One open connection: the handle requests are sent on, and the future that
-/// does its I/O (polled by whoever is using the connection).
+/// One open connection: the handle requests are sent on, the future that
+/// does its I/O (polled by whoever is using the connection), and when the
+/// bytes of its latest read arrived.
 pub struct Conn {
     sender: SendRequest<Full<Bytes>>,
     driver: Option<Driver>,
+    stamp: Arc<Stamp>,
 }
 
 /// Await `fut` while driving the connection's I/O in the same task.
@@ -48,6 +51,12 @@ async fn drive_with<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output
 }
 
 impl Conn {
+    /// When the bytes of this connection's latest read reached the machine
+    /// (the kernel's receive timestamp), where the platform says.
+    pub fn arrival(&self) -> Option<std::time::Instant> {
+        self.stamp.arrival()
+    }
+
     /// Await `fut` (e.g. the next body frame) while driving the connection.
     pub async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
         drive_with(&mut self.driver, fut).await
@@ -58,7 +67,7 @@ impl Conn {
         &mut self,
         req: hyper::Request<Full<Bytes>>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error> {
-        let Conn { sender, driver } = self;
+        let Conn { sender, driver, .. } = self;
         drive_with(driver, poll_fn(|cx| sender.poll_ready(cx))).await?;
         let fut = sender.send_request(req);
         drive_with(driver, fut).await
@@ -207,12 +216,15 @@ impl Pool {
             .await
             .map_err(|err| LoadError::Connect { addr: addr(), err })?;
         let _ = stream.set_nodelay(true);
+        let stream = WireStream::new(stream);
+        let stamp = stream.stamp();
         let (sender, driver) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|err| LoadError::Handshake { addr: addr(), err })?;
         Ok(Conn {
             sender,
             driver: Some(Box::pin(driver)),
+            stamp,
         })
     }
 

@@ -75,6 +75,49 @@ pub fn tokens_per_chunk(rec: &RequestRecord) -> (Vec<u64>, bool) {
 /// few thousand).
 pub const FASTEST_STREAM_TOK_S: f64 = 50_000.0;
 
+/// A request's chunks grouped by the read they came in (equal times: on the
+/// wire clock a read's chunks share the arrival of its last segment).
+#[derive(Clone)]
+struct Reads<'a> {
+    chunks: &'a [(u64, u32)],
+    tokens: &'a [u64],
+}
+
+/// One read: when, how many text chunks, how many tokens.
+struct Read {
+    at: u64,
+    chunks: usize,
+    tokens: u64,
+}
+
+impl<'a> Reads<'a> {
+    fn of(chunks: &'a [(u64, u32)], tokens: &'a [u64]) -> Reads<'a> {
+        let n = chunks.len().min(tokens.len());
+        Reads {
+            chunks: &chunks[..n],
+            tokens: &tokens[..n],
+        }
+    }
+}
+
+impl Iterator for Reads<'_> {
+    type Item = Read;
+    fn next(&mut self) -> Option<Read> {
+        let at = self.chunks.first()?.0;
+        let n = self.chunks.iter().take_while(|c| c.0 == at).count();
+        let tokens = self.tokens[..n]
+            .iter()
+            .fold(0u64, |a, t| a.saturating_add(*t));
+        self.chunks = &self.chunks[n..];
+        self.tokens = &self.tokens[n..];
+        Some(Read {
+            at,
+            chunks: n,
+            tokens,
+        })
+    }
+}
+
 /// Whether `tokens` that arrived over `span_ns` (first text chunk to last)
 /// came faster than a stream can be produced: chunks the client read
 /// together after falling behind, whose arrival times say nothing of the
@@ -182,6 +225,11 @@ pub struct CellStats {
     /// (left out of the server figures), and the first disagreement.
     pub timing_mismatch: u64,
     pub timing_example: Option<String>,
+    /// Reads that held several text chunks of a successful request.
+    pub coalesced: u64,
+    /// Each chunk's delay between arriving and being read (ms): empty on
+    /// the read clock.
+    read_lag: Hist,
     ttft: Hist,
     itl: Hist,
     tpot: Hist,
@@ -218,6 +266,8 @@ impl CellStats {
             timed: ServerSums::default(),
             timing_mismatch: 0,
             timing_example: None,
+            coalesced: 0,
+            read_lag: Hist::ms(),
             ttft: Hist::ms(),
             itl: Hist::ms(),
             tpot: Hist::ms(),
@@ -289,6 +339,11 @@ impl CellStats {
         };
         let t = first.saturating_sub(r.start_ns) as f64 / 1e6;
         self.ttft.record(t);
+        for &lag in &r.read_lag_us {
+            self.read_lag.record(f64::from(lag) / 1e3);
+        }
+        let reads = Reads::of(&r.chunks, &per_chunk);
+        self.coalesced += reads.clone().filter(|read| read.chunks > 1).count() as u64;
         let last = r.chunks.last().map_or(first, |c| c.0);
         let span_ns = last.saturating_sub(first);
         if r.chunks.len() > 1 && collapsed(tokens, span_ns) {
@@ -299,16 +354,24 @@ impl CellStats {
             self.starved_example.get_or_insert((tokens, span_ns));
             return;
         }
-        for (w, &k) in r.chunks.windows(2).zip(&per_chunk[1..]) {
-            let gap = w[1].0.saturating_sub(w[0].0) as f64 / 1e6;
-            let k = k.max(1);
+        // Chunks that came in one read share its time: the gaps inside it
+        // are unknown, so a read is one step of the stream whose tokens
+        // share the time since the read before (as a chunk's several
+        // tokens do). Tokens of the first read came with the first token.
+        let mut reads = reads;
+        let lead = reads.next().map_or(0, |read| read.tokens);
+        let mut prev = first;
+        for read in reads {
+            let gap = read.at.saturating_sub(prev) as f64 / 1e6;
+            let k = read.tokens.max(1);
             self.itl.record_n(gap / k as f64, k);
+            prev = read.at;
         }
         if tokens > 1 {
             self.tpot.record((e - t) / (tokens - 1) as f64);
             let span = span_ns as f64 / 1e9;
-            if span > 0.0 {
-                self.decode.record((tokens - 1) as f64 / span);
+            if span > 0.0 && tokens > lead {
+                self.decode.record((tokens - lead) as f64 / span);
             }
         }
     }
@@ -352,6 +415,8 @@ impl CellStats {
             accept_len: None,
             gpu_mem_peak_mib: None,
             gpu_util_mean: None,
+            client_lag_ms_p99: self.read_lag.percentile(99.0),
+            coalesced_reads: (self.read_lag.count() > 0).then_some(self.coalesced),
             server_requests: None,
             server_ttft_ms_mean: None,
             server_itl_ms_mean: None,
@@ -504,6 +569,7 @@ mod tests {
             finish_reason: Some("length".into()),
             error: None,
             server: None,
+            read_lag_us: Vec::new(),
         }
     }
 

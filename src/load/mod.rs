@@ -16,6 +16,7 @@ pub mod prompt;
 pub mod sse;
 pub mod tags;
 pub mod tokenizer;
+pub mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -66,6 +66,15 @@ pub struct Metrics {
     pub accept_len: Option<f64>,
     pub gpu_mem_peak_mib: Option<u64>,
     pub gpu_util_mean: Option<f64>,
+    /// How long after arriving the client read a chunk (p99): its own
+    /// scheduling delay, the kernel's receive time against the read. Null
+    /// on the read clock (no receive timestamps), and in older records.
+    #[serde(default)]
+    pub client_lag_ms_p99: Option<f64>,
+    /// Reads that held more than one text chunk (they share the read's
+    /// arrival time; the gaps inside are unknown). Null on the read clock.
+    #[serde(default)]
+    pub coalesced_reads: Option<u64>,
 }
 
 impl Metrics {
@@ -382,6 +391,10 @@ metrics_table! {
         "the most any of the config's GPUs used while the cell ran";
     gpu_util_mean: "GPU util", "mean", Percent, Neither, grid false, summary None, csv 1,
         "mean utilisation of the config's GPUs while the cell ran";
+    client_lag_ms_p99: "client read lag", "p99", Millis, Lower, grid false, summary None, csv 6,
+        "how long after arriving (kernel receive time) the client read a chunk";
+    coalesced_reads: "coalesced reads", "", Count, Lower, grid false, summary None, csv 6,
+        "reads that held several text chunks: the gaps inside them are unknown";
 }
 
 /// Metrics grouped by family, in table order: one line of a details view each.
@@ -433,6 +446,8 @@ pub(crate) fn sample() -> Metrics {
         accept_len: None,
         gpu_mem_peak_mib: Some(81_920),
         gpu_util_mean: Some(93.4),
+        client_lag_ms_p99: Some(0.05),
+        coalesced_reads: Some(0),
     }
 }
 

@@ -25,7 +25,7 @@ pub use failure::{thousands, ContextNumbers, Failure, FailureKind, FailureSource
 pub use gpu::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
 pub use metrics::{families, ms_label, rate_label, Better, Metric, Metrics, Unit, Value, METRICS};
 pub use record::{CellRecord, Spread, Status};
-pub use request::{RequestError, RequestRecord, ServerTiming};
+pub use request::{Clock, RequestError, RequestRecord, ServerTiming};
 pub use run::{RunMeta, RunState};
 pub use server::ServerMeta;
 pub use time::{covered_s, span_text, Timestamp};

@@ -3,6 +3,28 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Which clock a request's chunk times are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    /// When the bytes reached the machine: the kernel's receive timestamp
+    /// (Linux's `SO_TIMESTAMPNS`).
+    Wire,
+    /// When the client read them.
+    Read,
+}
+
+impl Clock {
+    /// The clock this platform's connections time chunks on.
+    pub fn of_platform() -> Clock {
+        if cfg!(target_os = "linux") {
+            Clock::Wire
+        } else {
+            Clock::Read
+        }
+    }
+}
+
 /// Why a request did not complete.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -38,8 +60,15 @@ pub enum RequestError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
     pub start_ns: u64,
-    /// Arrival of every chunk that carried text, with its text length in bytes.
+    /// Arrival of every chunk that carried text, with its text length in
+    /// bytes: on the wire clock (the kernel's receive time) where the
+    /// platform gives it, else when the client read it. Chunks that came in
+    /// one read share its time (the last segment's arrival).
     pub chunks: Vec<(u64, u32)>,
+    /// For each chunk, how long after arriving the client read it (µs): the
+    /// client's own scheduling delay. Empty on the read clock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_lag_us: Vec<u32>,
     pub end_ns: u64,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,

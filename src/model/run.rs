@@ -44,6 +44,10 @@ pub struct RunMeta {
     pub pid: u32,
     #[serde(default)]
     pub finished_at: Option<Timestamp>,
+    /// The clock chunks were timed on (the kernel's receive time, or when
+    /// read); absent in runs made before it was said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_clock: Option<super::Clock>,
 }
 
 #[cfg(test)]

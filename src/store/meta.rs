@@ -57,6 +57,7 @@ pub fn rebuild_meta(dir: &Path) -> RunMeta {
         state: RunState::Interrupted,
         pid: 0,
         finished_at: None,
+        timing_clock: None,
     }
 }
 

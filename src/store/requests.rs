@@ -262,6 +262,7 @@ mod tests {
             finish_reason: Some("length".into()),
             error: None,
             server: None,
+            read_lag_us: Vec::new(),
         }
     }
 

@@ -14,7 +14,7 @@ use super::meta::{read_meta, rebuild_meta, write_meta, META_TMP};
 use super::requests::RequestsWriter;
 use super::sweep::{write_shard, ShardFile};
 use super::{DETACH_LOG, EVENTS, LOCK, LOGS, PLAN, PLAN_TMP, REQUESTS, RESULTS, SERVER_PID, SHARD};
-use crate::model::{text, CellRecord, Event, RunMeta, RunState, Timestamp};
+use crate::model::{text, CellRecord, Clock, Event, RunMeta, RunState, Timestamp};
 
 /// An open run directory that results are appended to. It holds the
 /// directory's lock until dropped: one sweep per directory.
@@ -73,6 +73,7 @@ impl RunDir {
             state: RunState::Running,
             pid: std::process::id(),
             finished_at: None,
+            timing_clock: Some(Clock::of_platform()),
         };
         write_meta(path, &meta)?;
         let run = RunDir::open_files(path, lock, None)?;
@@ -109,6 +110,7 @@ impl RunDir {
             state: RunState::Running,
             pid: std::process::id(),
             finished_at: None,
+            timing_clock: Some(Clock::of_platform()),
             ..before.clone()
         };
         write_meta(path, &meta)?;

@@ -280,6 +280,7 @@ mod tests {
             state: RunState::Finished,
             pid: 0,
             finished_at: Some(at(three_days + 50)),
+            timing_clock: None,
         };
         super::super::meta::write_meta(&dir, &meta).unwrap();
         let listed = listed_run(&dir, |_| false).expect("a run");

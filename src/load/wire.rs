@@ -1,0 +1,336 @@
+//! When a connection's bytes reached this machine: the kernel's receive
+//! timestamp of each read (Linux's `SO_TIMESTAMPNS`, no privileges needed),
+//! so a chunk is timed when it arrived, not when a busy client got around
+//! to reading it.
+//!
+//! A read that returns several queued segments carries the *last* one's
+//! arrival: what came earlier in it is only known to be at or before that
+//! time (the metrics treat the gaps inside such a read as unknown, see
+//! `metrics::CellStats::add`). Where the platform has no such timestamps, or
+//! the socket refuses the option, reads carry none and the read time stands.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// An arrival older than this when read is taken for a clock step, not a
+/// client that late: the read time stands.
+const MAX_AGE: Duration = Duration::from_secs(30);
+
+/// The arrival of the bytes of a connection's latest read, shared between
+/// the stream (which sets it) and the request reading the connection.
+#[derive(Debug, Default)]
+pub struct Stamp {
+    /// Nanoseconds since [`origin`]; 0: the latest read had no timestamp.
+    arrival_ns: AtomicU64,
+}
+
+impl Stamp {
+    /// When the bytes of the latest read arrived, if the kernel said.
+    pub fn arrival(&self) -> Option<Instant> {
+        match self.arrival_ns.load(Relaxed) {
+            0 => None,
+            ns => Some(origin() + Duration::from_nanos(ns)),
+        }
+    }
+
+    fn set(&self, at: Option<Instant>) {
+        let ns = at.map_or(0, |at| {
+            (at.saturating_duration_since(origin()).as_nanos() as u64).max(1)
+        });
+        self.arrival_ns.store(ns, Relaxed);
+    }
+}
+
+/// The instant stamps are counted from.
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    // Far enough back that a byte that waited can be placed before the
+    // first read.
+    *ORIGIN.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(MAX_AGE).unwrap_or(now)
+    })
+}
+
+/// A TCP stream whose reads record when their bytes arrived.
+pub struct WireStream {
+    inner: TcpStream,
+    stamp: Arc<Stamp>,
+    stamped: bool,
+}
+
+impl WireStream {
+    /// Wrap `inner`, asking the kernel to timestamp what it receives.
+    pub fn new(inner: TcpStream) -> WireStream {
+        let stamped = enable(&inner);
+        origin();
+        WireStream {
+            inner,
+            stamp: Arc::new(Stamp::default()),
+            stamped,
+        }
+    }
+
+    /// Where the arrival of each read's bytes is told.
+    pub fn stamp(&self) -> Arc<Stamp> {
+        self.stamp.clone()
+    }
+
+    /// Whether reads carry the kernel's arrival time.
+    pub fn stamped(&self) -> bool {
+        self.stamped
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn enable(s: &TcpStream) -> bool {
+    use nix::sys::socket::{setsockopt, sockopt::ReceiveTimestampns};
+    setsockopt(s, ReceiveTimestampns, &true).is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn enable(_: &TcpStream) -> bool {
+    false
+}
+
+impl AsyncRead for WireStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.stamped {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
+        read_stamped(&this.inner, &this.stamp, cx, buf)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn read_stamped(
+    inner: &TcpStream,
+    stamp: &Stamp,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    use std::cell::RefCell;
+    use std::os::fd::AsRawFd;
+
+    /// The read buffer of this thread: one for all its connections (a
+    /// connection keeps nothing between reads), so a thousand connections
+    /// cost no more memory than one.
+    struct Scratch {
+        data: Vec<u8>,
+        cmsg: Vec<u8>,
+    }
+    thread_local! {
+        static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
+            data: vec![0; 64 << 10],
+            cmsg: nix::cmsg_space!(nix::sys::time::TimeSpec),
+        });
+    }
+    loop {
+        std::task::ready!(inner.poll_read_ready(cx))?;
+        let got = SCRATCH.with(|s| {
+            let Scratch { data, cmsg } = &mut *s.borrow_mut();
+            let want = buf.remaining().min(data.len());
+            let read = inner.try_io(tokio::io::Interest::READABLE, || {
+                recv(inner.as_raw_fd(), &mut data[..want], cmsg)
+            });
+            if let Ok((n, _)) = &read {
+                buf.put_slice(&data[..*n]);
+            }
+            read
+        });
+        match got {
+            Ok((n, at)) => {
+                if n > 0 {
+                    stamp.set(at);
+                }
+                return Poll::Ready(Ok(()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// One `recvmsg`: the bytes read and, from its control message, when the
+/// last of them arrived.
+#[cfg(target_os = "linux")]
+fn recv(
+    fd: std::os::fd::RawFd,
+    into: &mut [u8],
+    cmsg: &mut [u8],
+) -> io::Result<(usize, Option<Instant>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut iov = [io::IoSliceMut::new(into)];
+    let msg = recvmsg::<()>(fd, &mut iov, Some(cmsg), MsgFlags::MSG_DONTWAIT)?;
+    let mut at = None;
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmTimestampns(ts) = c {
+                at = arrival_of(ts);
+            }
+        }
+    }
+    Ok((msg.bytes, at))
+}
+
+// Never called: without timestamps (`stamped` is false) reads go straight
+// to the stream.
+/// The instant a kernel timestamp stands for.
+#[cfg(target_os = "linux")]
+#[allow(clippy::useless_conversion)] // `time_t` is 32 bits on some targets
+fn arrival_of(ts: nix::sys::time::TimeSpec) -> Option<Instant> {
+    arrival(i64::from(ts.tv_sec()), i64::from(ts.tv_nsec()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_stamped(
+    _: &TcpStream,
+    _: &Stamp,
+    _: &mut Context<'_>,
+    _: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    Poll::Ready(Err(io::Error::other(
+        "no receive timestamps on this platform",
+    )))
+}
+
+/// The instant a wall-clock timestamp (the kernel's) stands for: now, less
+/// how long ago it was by the wall clock. `None` for a time in the future
+/// beyond a millisecond or older than [`MAX_AGE`] (the wall clock was set
+/// in between: the read time stands).
+pub fn arrival(sec: i64, nsec: i64) -> Option<Instant> {
+    let (wall_now, now) = (std::time::SystemTime::now(), Instant::now());
+    let then = std::time::UNIX_EPOCH
+        + Duration::from_secs(u64::try_from(sec).ok()?)
+        + Duration::from_nanos(u64::try_from(nsec).ok()?);
+    let age = match wall_now.duration_since(then) {
+        Ok(age) => age,
+        Err(ahead) if ahead.duration() <= Duration::from_millis(1) => Duration::ZERO,
+        Err(_) => return None,
+    };
+    if age > MAX_AGE {
+        return None;
+    }
+    now.checked_sub(age)
+}
+
+impl AsyncWrite for WireStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wall_clock_stamp_becomes_the_instant_it_stands_for() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        let ago = now - Duration::from_millis(40);
+        let at = arrival(ago.as_secs() as i64, ago.subsec_nanos() as i64).unwrap();
+        let age = Instant::now().duration_since(at);
+        assert!(
+            age >= Duration::from_millis(40) && age < Duration::from_secs(5),
+            "{age:?}"
+        );
+        // A stamp from before a clock step, either way, is no stamp.
+        let far = now - Duration::from_secs(3600);
+        assert_eq!(arrival(far.as_secs() as i64, 0), None);
+        let ahead = now + Duration::from_secs(5);
+        assert_eq!(arrival(ahead.as_secs() as i64, 0), None);
+        assert_eq!(arrival(-1, 0), None);
+    }
+
+    #[test]
+    fn a_stamp_says_nothing_until_a_read_set_it() {
+        let s = Stamp::default();
+        assert_eq!(s.arrival(), None);
+        let at = Instant::now();
+        s.set(Some(at));
+        let back = s.arrival().unwrap();
+        assert!(back <= at && at.duration_since(back) < Duration::from_micros(1));
+        s.set(None);
+        assert_eq!(s.arrival(), None);
+    }
+
+    /// Bytes that waited in the socket while the client did something else
+    /// are stamped when they arrived, not when they were read. (The kernel
+    /// turns receive timestamps on for the machine when the first socket
+    /// asks, and may stamp the first packets after that without: a read
+    /// without a stamp is tried again.)
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn bytes_that_waited_are_stamped_when_they_arrived() {
+        use std::io::Write;
+        use tokio::io::AsyncReadExt;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mut s = WireStream::new(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+        assert!(s.stamped());
+        let (mut peer, _) = l.accept().unwrap();
+        for _ in 0..50 {
+            let before = Instant::now();
+            peer.write_all(b"hello").unwrap();
+            // The client is busy: the bytes wait in the socket.
+            std::thread::sleep(Duration::from_millis(30));
+            let mut got = [0u8; 16];
+            let n = s.read(&mut got).await.unwrap();
+            let read = Instant::now();
+            assert_eq!(&got[..n], b"hello");
+            let Some(at) = s.stamp().arrival() else {
+                continue;
+            };
+            assert!(
+                read.duration_since(at) >= Duration::from_millis(25),
+                "stamped {:?} before the read, after a 30 ms wait",
+                read.duration_since(at)
+            );
+            assert!(
+                at + Duration::from_millis(1) >= before,
+                "stamped {:?} before it was sent",
+                before.duration_since(at)
+            );
+            return;
+        }
+        panic!("no read carried a kernel timestamp");
+    }
+}
