@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 
-use super::client::{handle_event, Progress, When};
+use super::client::{handle_event, When};
 use super::sse::{SseError, SseParser, MAX_EVENT};
 use crate::model::{RequestError, RequestRecord};
 
@@ -133,7 +133,7 @@ proptest! {
     ]) {
         let mut rec = RequestRecord::default();
         let (mut done, mut err) = (false, None);
-        handle_event(&data, When::read(5), &mut rec, &mut done, &mut err, &Progress::new());
+        handle_event(&data, When::read(5), &mut rec, &mut done, &mut err);
         prop_assert!(done == (data == b"[DONE]"));
         match &err {
             // A chunk read: its text (if any) is counted once.
@@ -156,17 +156,16 @@ proptest! {
     ) {
         let mut rec = RequestRecord::default();
         let (mut done, mut err) = (false, None);
-        let progress = Progress::new();
         for (i, t) in texts.iter().enumerate() {
             let finish = (i + 1 == texts.len()).then_some("length");
             let c = chunk_json(t, chat, finish);
-            handle_event(c.as_bytes(), When::read(i as u64), &mut rec, &mut done, &mut err, &progress);
+            handle_event(c.as_bytes(), When::read(i as u64), &mut rec, &mut done, &mut err);
         }
         if let Some((p, c)) = usage {
             let u = format!(r#"{{"choices":[],"usage":{{"prompt_tokens":{p},"completion_tokens":{c}}}}}"#);
-            handle_event(u.as_bytes(), When::read(99), &mut rec, &mut done, &mut err, &progress);
+            handle_event(u.as_bytes(), When::read(99), &mut rec, &mut done, &mut err);
         }
-        handle_event(b"[DONE]", When::read(100), &mut rec, &mut done, &mut err, &progress);
+        handle_event(b"[DONE]", When::read(100), &mut rec, &mut done, &mut err);
         prop_assert!(err.is_none() && done);
         let bytes: usize = texts.iter().map(String::len).sum();
         prop_assert_eq!(rec.chunks.iter().map(|c| c.1 as usize).sum::<usize>(), bytes);

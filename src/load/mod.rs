@@ -14,6 +14,8 @@ pub mod metrics;
 pub mod prom;
 pub mod prompt;
 pub mod sse;
+#[cfg(all(test, target_os = "linux"))]
+mod stalled;
 pub mod tags;
 pub mod tokenizer;
 pub mod wire;

@@ -92,7 +92,8 @@ impl WireStream {
 #[cfg(target_os = "linux")]
 fn enable(s: &TcpStream) -> bool {
     use nix::sys::socket::{setsockopt, sockopt::ReceiveTimestampns};
-    setsockopt(s, ReceiveTimestampns, &true).is_ok()
+    crate::model::Clock::in_use() == crate::model::Clock::Wire
+        && setsockopt(s, ReceiveTimestampns, &true).is_ok()
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -342,9 +342,9 @@ metrics_table! {
     request_per_s: "requests/s", "", PerSecond, Higher, grid false, summary None, csv 1,
         "successful requests / cell wall time";
     decode_tok_s_p50: "decode tok/s", "p50", TokensPerSecond, Higher, grid true, summary None, csv 1,
-        "per request: (tokens − 1) / (last text chunk − first text chunk)";
+        "per request: tokens after the first read / (last text chunk − first text chunk)";
     decode_tok_s_mean: "decode tok/s", "mean", TokensPerSecond, Higher, grid false, summary None, csv 2,
-        "per request: (tokens − 1) / (last text chunk − first text chunk)";
+        "per request: tokens after the first read / (last text chunk − first text chunk)";
     ttft_ms_p50: "TTFT", "p50", Millis, Lower, grid true, summary Some("ttft p50"), csv 1,
         "send → first chunk with text";
     ttft_ms_p90: "TTFT", "p90", Millis, Lower, grid false, summary None, csv 1,
@@ -356,13 +356,13 @@ metrics_table! {
     server_ttft_ms_mean: "TTFT", "server", Millis, Lower, grid false, summary None, csv 4,
         "the server's own mean time to first token (its histogram over the cell)";
     itl_ms_p50: "ITL", "p50", Millis, Lower, grid true, summary Some("itl p50"), csv 1,
-        "per token: each chunk's gap split over the tokens it carried";
+        "per token: each chunk's (or read's) gap split over the tokens it carried";
     itl_ms_p90: "ITL", "p90", Millis, Lower, grid false, summary None, csv 2,
-        "per token: each chunk's gap split over the tokens it carried";
+        "per token: each chunk's (or read's) gap split over the tokens it carried";
     itl_ms_p99: "ITL", "p99", Millis, Lower, grid false, summary None, csv 1,
-        "per token: each chunk's gap split over the tokens it carried";
+        "per token: each chunk's (or read's) gap split over the tokens it carried";
     itl_ms_mean: "ITL", "mean", Millis, Lower, grid false, summary None, csv 2,
-        "per token: each chunk's gap split over the tokens it carried";
+        "per token: each chunk's (or read's) gap split over the tokens it carried";
     server_itl_ms_mean: "ITL", "server", Millis, Lower, grid false, summary None, csv 4,
         "the server's own mean inter-token latency (its histogram over the cell)";
     tpot_ms_p50: "TPOT", "p50", Millis, Lower, grid false, summary None, csv 1,

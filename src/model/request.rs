@@ -15,13 +15,19 @@ pub enum Clock {
 }
 
 impl Clock {
-    /// The clock this platform's connections time chunks on.
-    pub fn of_platform() -> Clock {
-        if cfg!(target_os = "linux") {
-            Clock::Wire
-        } else {
-            Clock::Read
-        }
+    /// The clock this process times chunks on: the wire's where the platform
+    /// has receive timestamps (Linux), unless `SWEEPTOP_CLOCK=read` asks
+    /// for the read time (to compare the two).
+    pub fn in_use() -> Clock {
+        static IN_USE: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+        *IN_USE.get_or_init(|| {
+            let asked_read = std::env::var("SWEEPTOP_CLOCK").is_ok_and(|v| v == "read");
+            if cfg!(target_os = "linux") && !asked_read {
+                Clock::Wire
+            } else {
+                Clock::Read
+            }
+        })
     }
 }
 

@@ -73,7 +73,7 @@ impl RunDir {
             state: RunState::Running,
             pid: std::process::id(),
             finished_at: None,
-            timing_clock: Some(Clock::of_platform()),
+            timing_clock: Some(Clock::in_use()),
         };
         write_meta(path, &meta)?;
         let run = RunDir::open_files(path, lock, None)?;
@@ -110,7 +110,7 @@ impl RunDir {
             state: RunState::Running,
             pid: std::process::id(),
             finished_at: None,
-            timing_clock: Some(Clock::of_platform()),
+            timing_clock: Some(Clock::in_use()),
             ..before.clone()
         };
         write_meta(path, &meta)?;
