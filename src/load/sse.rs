@@ -5,9 +5,17 @@ pub const MAX_EVENT: usize = 8 << 20;
 
 #[derive(Debug, Default)]
 pub struct SseParser {
+    /// The unfinished line of the last push (empty between whole lines).
     buf: Vec<u8>,
-    /// Where to resume scanning for a line end (bytes before it hold none).
+    /// Where to resume scanning `buf` for a line end (bytes before it hold none).
     scanned: usize,
+    event: Event,
+}
+
+/// The event being read: its data so far, when it is not all in the bytes
+/// at hand.
+#[derive(Debug, Default)]
+struct Event {
     data: Vec<u8>,
     has_data: bool,
 }
@@ -23,41 +31,24 @@ impl SseParser {
     }
 
     /// Feed bytes; calls `on_data` with each complete event's data (lines joined by
-    /// `\n`, as the SSE spec says).
+    /// `\n`, as the SSE spec says). Lines are read where they lie: only an
+    /// unfinished line, or an event that continues in a later push, is copied.
     pub fn push(&mut self, bytes: &[u8], on_data: &mut dyn FnMut(&[u8])) -> Result<(), SseError> {
-        self.buf.extend_from_slice(bytes);
-        let mut start = 0;
-        let mut i = self.scanned;
-        while let Some(off) = memchr::memchr(b'\n', &self.buf[i..]) {
-            let end = i + off;
-            let mut line = &self.buf[start..end];
-            if line.last() == Some(&b'\r') {
-                line = &line[..line.len() - 1];
-            }
-            if line.is_empty() {
-                if self.has_data {
-                    on_data(&self.data);
-                }
-                self.data.clear();
-                self.has_data = false;
-            } else if let Some(rest) = line.strip_prefix(b"data:") {
-                let rest = rest.strip_prefix(b" ").unwrap_or(rest);
-                if self.has_data {
-                    self.data.push(b'\n');
-                }
-                self.data.extend_from_slice(rest);
-                self.has_data = true;
-                if self.data.len() > MAX_EVENT {
-                    return Err(SseError::TooLarge);
-                }
-            }
-            // Other fields (event:, id:, retry:) and comments are ignored.
-            start = end + 1;
-            i = start;
+        let SseParser {
+            buf,
+            scanned,
+            event,
+        } = self;
+        if buf.is_empty() {
+            let rest = event.scan(bytes, 0, on_data)?;
+            buf.extend_from_slice(&bytes[rest..]);
+        } else {
+            buf.extend_from_slice(bytes);
+            let rest = event.scan(buf, *scanned, on_data)?;
+            buf.drain(..rest);
         }
-        self.buf.drain(..start);
-        self.scanned = self.buf.len();
-        if self.buf.len() > MAX_EVENT {
+        *scanned = buf.len();
+        if buf.len() > MAX_EVENT {
             return Err(SseError::TooLarge);
         }
         Ok(())
@@ -65,24 +56,90 @@ impl SseParser {
 
     /// At end of stream: a final event not followed by a blank line still counts.
     pub fn finish(&mut self, on_data: &mut dyn FnMut(&[u8])) {
+        let event = &mut self.event;
         if !self.buf.is_empty() {
             let line = std::mem::take(&mut self.buf);
             let line = line.strip_suffix(b"\r").unwrap_or(&line);
             if let Some(rest) = line.strip_prefix(b"data:") {
                 let rest = rest.strip_prefix(b" ").unwrap_or(rest);
-                if self.has_data {
-                    self.data.push(b'\n');
+                if event.has_data {
+                    event.data.push(b'\n');
                 }
-                self.data.extend_from_slice(rest);
-                self.has_data = true;
+                event.data.extend_from_slice(rest);
+                event.has_data = true;
             }
         }
-        if self.has_data {
-            on_data(&self.data);
+        if event.has_data {
+            on_data(&event.data);
         }
-        self.data.clear();
-        self.has_data = false;
+        event.data.clear();
+        event.has_data = false;
         self.scanned = 0;
+    }
+}
+
+impl Event {
+    /// Read the whole lines of `src` (the first begins at 0; no line end
+    /// before `from`), handing on each event a blank line ends; returns
+    /// where the unfinished last line begins. An event all of whose data is
+    /// one line of `src` is handed on from `src` itself.
+    fn scan(
+        &mut self,
+        src: &[u8],
+        from: usize,
+        on_data: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, SseError> {
+        // The current event's only data line so far, in `src`.
+        let mut here: Option<(usize, usize)> = None;
+        let mut start = 0;
+        let mut i = from;
+        while let Some(off) = memchr::memchr(b'\n', &src[i..]) {
+            let end = i + off;
+            let stop = if end > start && src[end - 1] == b'\r' {
+                end - 1
+            } else {
+                end
+            };
+            let line = &src[start..stop];
+            if line.is_empty() {
+                match here.take() {
+                    Some((a, b)) => on_data(&src[a..b]),
+                    None if self.has_data => on_data(&self.data),
+                    None => {}
+                }
+                self.data.clear();
+                self.has_data = false;
+            } else if line.starts_with(b"data:") {
+                let mut a = start + 5;
+                if src.get(a) == Some(&b' ') && a < stop {
+                    a += 1;
+                }
+                if !self.has_data {
+                    if stop - a > MAX_EVENT {
+                        return Err(SseError::TooLarge);
+                    }
+                    here = Some((a, stop));
+                    self.has_data = true;
+                } else {
+                    if let Some((x, y)) = here.take() {
+                        self.data.extend_from_slice(&src[x..y]);
+                    }
+                    self.data.push(b'\n');
+                    self.data.extend_from_slice(&src[a..stop]);
+                    if self.data.len() > MAX_EVENT {
+                        return Err(SseError::TooLarge);
+                    }
+                }
+            }
+            // Other fields (event:, id:, retry:) and comments are ignored.
+            start = end + 1;
+            i = start;
+        }
+        // An event that goes on in the next push keeps its data.
+        if let Some((a, b)) = here {
+            self.data.extend_from_slice(&src[a..b]);
+        }
+        Ok(start)
     }
 }
 
