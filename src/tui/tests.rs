@@ -1048,6 +1048,42 @@ fn a_recorded_run_reads_its_log_file_off_the_dashboards_thread() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Forty access lines in a row take one row of the pane, with their count;
+/// the lines around them stay as they are.
+#[test]
+fn the_log_pane_shows_a_line_repeated_in_a_row_once_with_its_count() {
+    let (mut app, _rx) = live(running_story().view());
+    app.update(Action::Resize(120, 40));
+    let log_line = |line: &str| {
+        Action::Event(Event::Log {
+            config: "tp1-dflash".into(),
+            line: line.into(),
+            mark: LogMark::Plain,
+        })
+    };
+    app.update(log_line("before the requests"));
+    for _ in 0..40 {
+        app.update(log_line(
+            r#"srv  log_server_r: request: POST /tokenize 127.0.0.1 200"#,
+        ));
+    }
+    app.update(log_line("after the requests"));
+    app.update(log_line("after the requests"));
+    let text = screen(&render(&mut app, 120, 40));
+    assert_eq!(
+        text.matches("POST /tokenize").count(),
+        1,
+        "one row for the run: {text}"
+    );
+    assert!(
+        text.contains("POST /tokenize 127.0.0.1 200 (×40)"),
+        "{text}"
+    );
+    assert!(text.contains("before the requests"), "{text}");
+    assert!(text.contains("after the requests (×2)"), "{text}");
+    assert_eq!(text.matches("after the requests").count(), 1, "{text}");
+}
+
 #[test]
 fn the_log_follows_and_holds_still_when_scrolled_back() {
     let (mut app, _rx) = live(running_story().view());

@@ -1,6 +1,7 @@
 //! The server log tail: follows the newest line unless scrolled back; failure
 //! lines in the failure style, the ready line highlighted, search matches
-//! marked; the title says whose log it is, the selected or the running config's.
+//! marked, a line repeated in a row shown once with its count; the title says
+//! whose log it is, the selected or the running config's.
 
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -47,11 +48,22 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .map(str::to_lowercase);
     // From the bottom line up until the pane is full: a wrapped line takes
     // as many rows as it needs, so the newest line is always whole.
+    // A line repeated in a row is shown once, with how many times
+    // (`… (×24)`), as `classify --explain` shows evidence.
     let mut rows: Vec<Line> = Vec::with_capacity(h);
-    for l in log.lines.range(..end).rev() {
+    let mut at = end;
+    while at > 0 {
         if rows.len() >= h || w == 0 {
             break;
         }
+        let l = &log.lines[at - 1];
+        let repeats = log
+            .lines
+            .range(..at)
+            .rev()
+            .take_while(|o| o.text == l.text && o.config == l.config && o.kind == l.kind)
+            .count();
+        at -= repeats;
         let style = match l.kind {
             LineKind::Plain => t.log,
             LineKind::Failure => t.log_failure,
@@ -59,11 +71,20 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             LineKind::Note => t.log_note,
         };
         let tagged;
-        let line_text = if side_by_side && !l.config.is_empty() {
-            tagged = format!("{}{}{}", l.config, sym.sep, l.text);
-            &tagged
-        } else {
-            &l.text
+        let line_text = match (side_by_side && !l.config.is_empty(), repeats) {
+            (false, 1) => &l.text,
+            (true, 1) => {
+                tagged = format!("{}{}{}", l.config, sym.sep, l.text);
+                &tagged
+            }
+            (false, n) => {
+                tagged = format!("{} (×{n})", l.text);
+                &tagged
+            }
+            (true, n) => {
+                tagged = format!("{}{}{} (×{n})", l.config, sym.sep, l.text);
+                &tagged
+            }
         };
         let text: Vec<char> = line_text
             .chars()
