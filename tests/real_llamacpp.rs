@@ -132,11 +132,22 @@ fn a_real_llamacpp_sweep_records_what_the_server_did() {
         );
         let gap = client - srv;
         assert!(gap >= 0.0, "client − server TTFT {gap} ms: {r}");
-        let expected: &[&str] = if gap > 25.0 { &["clock_gap"] } else { &[] };
+        // On the kernel's receive clock: the client's read lag is measured,
+        // and only a client over 20 ms late (p99) says it was starved.
+        let lag = m["client_lag_ms_p99"]
+            .as_f64()
+            .expect("the wire clock's read lag");
+        let mut expected: Vec<&str> = Vec::new();
+        if gap > 25.0 {
+            expected.push("clock_gap");
+        }
+        if lag > 20.0 {
+            expected.push("client_starved");
+        }
         assert_eq!(warning_kinds(r), expected, "{r}");
         assert_eq!(m["prefix_cache_hit_pct"].as_f64(), Some(0.0), "{r}");
         eprintln!(
-            "{cell}: prompt {target} exact, TTFT client {client:.2} ms, server {srv:.2} ms, gap {gap:+.2} ms, ITL client {:.3} ms, server {:.3} ms, cache hits {}%",
+            "{cell}: prompt {target} exact, TTFT client {client:.2} ms, server {srv:.2} ms, gap {gap:+.2} ms, read lag p99 {lag:.3} ms, ITL client {:.3} ms, server {:.3} ms, cache hits {}%",
             m["itl_ms_mean"].as_f64().unwrap(),
             m["server_itl_ms_mean"].as_f64().unwrap(),
             m["prefix_cache_hit_pct"]
@@ -145,7 +156,11 @@ fn a_real_llamacpp_sweep_records_what_the_server_did() {
     // 480 fits a 512-token slot, 480 + 64 does not: llama.cpp stops early.
     let short = &by["cpu/edge-ctx480-c1"][0];
     assert_eq!(short["status"], "ok", "{short}");
-    assert_eq!(warning_kinds(short), ["short_output"], "{short}");
+    assert_eq!(
+        warning_kinds_of_the_cell(short),
+        ["short_output"],
+        "{short}"
+    );
     assert_eq!(short["warnings"][0]["context"]["limit"], 512, "{short}");
     // 600 fits the model's 2048 but not a slot: the server's own 400.
     let over = &by["cpu/edge-ctx600-c1"][0];
@@ -297,7 +312,7 @@ fn context_shift_is_flagged(server: &str, model: &str) {
             "4",
         ],
     );
-    assert_eq!(warning_kinds(&v), ["context_shift"], "{v}");
+    assert_eq!(warning_kinds_of_the_cell(&v), ["context_shift"], "{v}");
     eprintln!("--context-shift: {}", v["warnings"][0]["message"]);
 }
 

@@ -98,17 +98,24 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
         // The front end (tokenising four 1k prompts in one Python process on
         // a busy 2-core machine) may add more than the 25 ms allowed: then,
         // and only then, the cell says so.
-        let kinds: Vec<&str> = r["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w["kind"].as_str().unwrap())
-            .collect();
-        let expected: &[&str] = if gap > 25.0 { &["clock_gap"] } else { &[] };
+        let kinds = common::warning_kinds(r);
+        // Chunks are timed on the kernel's receive clock: the client's read
+        // lag is measured, and only a client that read over 20 ms late
+        // (p99) says it was starved.
+        let lag = m["client_lag_ms_p99"]
+            .as_f64()
+            .expect("the wire clock's read lag");
+        let mut expected: Vec<&str> = Vec::new();
+        if gap > 25.0 {
+            expected.push("clock_gap");
+        }
+        if lag > 20.0 {
+            expected.push("client_starved");
+        }
         assert_eq!(kinds, expected, "{r}");
         assert_eq!(m["prefix_cache_hit_pct"].as_f64(), Some(0.0), "{r}");
         eprintln!(
-            "{cell}: prompt {target} exact, TTFT client {:.2} ms, server {:.2} ms, gap {gap:+.2} ms, cache hits {}%",
+            "{cell}: prompt {target} exact, TTFT client {:.2} ms, server {:.2} ms, gap {gap:+.2} ms, read lag p99 {lag:.3} ms, cache hits {}%",
             m["ttft_ms_mean"].as_f64().unwrap(),
             m["server_ttft_ms_mean"].as_f64().unwrap(),
             m["prefix_cache_hit_pct"]

@@ -164,12 +164,7 @@ fn read_with(short: Option<Failure>, measured: &Measured, checks: &Checks) -> Ve
         .map(usage_mismatch)
         .into_iter()
         .chain(prompt_mismatch(metrics, checks))
-        .chain(
-            measured
-                .starved
-                .map(client_starved)
-                .or_else(|| late_reads(metrics)),
-        )
+        .chain(measured.starved.map(client_starved))
         .chain(context_shift(measured, checks))
         .chain(short)
         .chain(clock_gap(metrics, checks.max_ttft_gap_ms))
@@ -178,6 +173,9 @@ fn read_with(short: Option<Failure>, measured: &Measured, checks: &Checks) -> Ve
                 .max_cold_cache_hit_pct
                 .and_then(|max| cache_hit(metrics, max)),
         )
+        // Last: the figures stand (they are on the receive clock); said
+        // once, and not beside requests already left out as starved.
+        .chain(late_reads(metrics).filter(|_| measured.starved.is_none()))
         .collect()
 }
 
