@@ -344,4 +344,13 @@ fn loadtest_agrees_with_the_servers_timings(server: &str, model: &str) {
     );
     assert!(off.abs() < 5.0, "{v}");
     assert!((0.0..25.0).contains(&gap), "{v}");
+    // The mean ITL too: every token counted once (a chunk that carried two
+    // tokens splits its gap, a short one is not left without a token).
+    let (itl, srv_itl) = (
+        v["itl_ms_mean"].as_f64().unwrap(),
+        v["server_itl_ms_mean"].as_f64().unwrap(),
+    );
+    let itl_off = (itl - srv_itl) / srv_itl * 100.0;
+    eprintln!("ITL mean {itl:.4} ms here, {srv_itl:.4} ms by the server ({itl_off:+.2} %)");
+    assert!(itl_off.abs() < 5.0, "{v}");
 }

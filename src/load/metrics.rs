@@ -35,8 +35,10 @@ pub fn trusted_usage(rec: &RequestRecord) -> Result<Option<u64>, u64> {
 }
 
 /// Tokens carried by each text chunk: from `usage` when the chunk count agrees,
-/// else spread over chunks in proportion to their text. A `usage` that
-/// cannot be true counts what was streamed (and is estimated).
+/// else one each (a chunk with text carries a token at least) and the tokens
+/// beyond the chunks spread over them in proportion to their text (a server
+/// that holds a partial character back sends two tokens in one chunk). A
+/// `usage` that cannot be true counts what was streamed (and is estimated).
 pub fn tokens_per_chunk(rec: &RequestRecord) -> (Vec<u64>, bool) {
     let n = rec.chunks.len() as u64;
     let (total, estimated) = match trusted_usage(rec) {
@@ -46,7 +48,8 @@ pub fn tokens_per_chunk(rec: &RequestRecord) -> (Vec<u64>, bool) {
     if n == 0 {
         return (Vec::new(), estimated);
     }
-    if total == n {
+    let extra = total.saturating_sub(n);
+    if extra == 0 {
         return (vec![1; n as usize], estimated);
     }
     let chars: u64 = rec
@@ -59,12 +62,12 @@ pub fn tokens_per_chunk(rec: &RequestRecord) -> (Vec<u64>, bool) {
     let mut acc = 0u64;
     for c in &rec.chunks {
         acc = acc.saturating_add(u64::from(c.1));
-        let upto = (total as u128 * acc as u128 / chars as u128) as u64;
-        out.push(upto.saturating_sub(given));
+        let upto = (extra as u128 * acc as u128 / chars as u128) as u64;
+        out.push(1 + upto.saturating_sub(given));
         given = upto.max(given);
     }
     if let Some(last) = out.last_mut() {
-        *last += total.saturating_sub(given);
+        *last += extra.saturating_sub(given);
     }
     (out, estimated)
 }
@@ -593,6 +596,24 @@ mod tests {
             predicted_ms: Some(30.0),
         });
         r
+    }
+
+    /// Six tokens in four chunks of 1, 1, 6 and 6 characters, 10 ms apart:
+    /// every chunk carries a token and the two extra go with the longer
+    /// text, so the ITL is the 30 ms over the 5 tokens after the first
+    /// (6 ms, the decode rate's inverse), not 30 ms over 7 samples as when
+    /// a short chunk counted no token and its gap was taken whole.
+    #[test]
+    fn tokens_beyond_the_chunks_never_leave_a_chunk_without_one() {
+        let mut r = rec(0, &[(100, 1), (110, 1), (120, 6), (130, 6)], 131, Some(6));
+        r.max_tokens = 8;
+        assert_eq!(tokens_per_chunk(&r), (vec![1, 1, 2, 2], false));
+        let mut s = CellStats::new();
+        s.add(&r);
+        let m = s.metrics(131 * MS);
+        assert_eq!(s.itl.count(), 5);
+        near(m.itl_ms_mean, 6.0);
+        near(m.decode_tok_s_mean, 5.0 / 0.030);
     }
 
     #[test]
