@@ -13,6 +13,7 @@ pub mod keymap;
 pub mod layout;
 pub mod terminal;
 pub mod theme;
+mod thrifty;
 pub mod ui;
 
 #[cfg(test)]

@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyEvent, KeyEventKind, MouseEvent};
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use crossterm::{cursor, event, execute, queue, terminal};
-use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 
 use super::app::{Action, App, Redraw};
 use super::disk::{Done, Worker};
 use super::draw;
+use super::thrifty::Thrifty;
 use crate::model::{Event, Timestamp};
 
 /// The shortest time between two frames (user actions, new results).
@@ -154,14 +154,14 @@ impl Write for FrameBuffer {
 
 /// The drawing surface: ratatui over a frame buffer, written to stdout.
 pub struct Screen {
-    terminal: Terminal<CrosstermBackend<FrameBuffer>>,
+    terminal: Terminal<Thrifty<FrameBuffer>>,
     bytes: Rc<RefCell<Vec<u8>>>,
 }
 
 impl Screen {
     pub fn new() -> io::Result<Screen> {
         let bytes = Rc::new(RefCell::new(Vec::with_capacity(64 * 1024)));
-        let terminal = Terminal::new(CrosstermBackend::new(FrameBuffer(bytes.clone())))?;
+        let terminal = Terminal::new(Thrifty::new(FrameBuffer(bytes.clone())))?;
         Ok(Screen { terminal, bytes })
     }
 
