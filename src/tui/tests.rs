@@ -1048,6 +1048,39 @@ fn a_recorded_run_reads_its_log_file_off_the_dashboards_thread() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Scrolled sideways to the last column on a narrow terminal, then given
+/// the width (a resize, or zooming the log and back): every column shows
+/// again from the first, with no empty columns at the right.
+#[test]
+fn the_grid_refits_its_columns_to_the_width_after_a_resize_or_a_zoom() {
+    let (mut app, _rx) = live(running_story().view());
+    let columns = app.grid.columns.len();
+    assert!(columns >= 3, "{columns} columns");
+    app.update(Action::Resize(80, 30));
+    for _ in 0..columns + 2 {
+        press(&mut app, KeyCode::Right);
+    }
+    assert!(app.ui.grid_left > 0, "scrolled sideways on 80 columns");
+    app.update(Action::Resize(200, 50));
+    assert_eq!(app.ui.grid_left, 0, "all {columns} columns fit on 200");
+    // Zooming the log hides the grid; back, it fits the width again.
+    app.update(Action::Resize(80, 30));
+    for _ in 0..columns + 2 {
+        press(&mut app, KeyCode::Right);
+    }
+    app.update(Action::Resize(200, 50));
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Char('z'));
+    press(&mut app, KeyCode::Char('z'));
+    assert_eq!(app.ui.grid_left, 0);
+    let first = app.grid.columns[0].label().to_string();
+    let text = screen(&render(&mut app, 200, 50));
+    assert!(
+        text.contains(&first),
+        "first column {first:?} shown: {text}"
+    );
+}
+
 /// Forty access lines in a row take one row of the pane, with their count;
 /// the lines around them stay as they are.
 #[test]

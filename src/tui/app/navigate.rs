@@ -199,6 +199,11 @@ impl App {
             return;
         };
         let geo = layout::geometry(areas.grid, &self.grid);
+        if geo.cols == 0 || geo.rows == 0 {
+            // The grid is not on screen (another pane is zoomed): nothing
+            // to fit until it is.
+            return;
+        }
         let row = self.grid.display_row(self.ui.sel_config);
         // Show the phase heading above the first config of a phase when it fits.
         let want_top = if row > 0 && matches!(self.grid.shown.get(row - 1), Some(Row::Phase(_))) {
@@ -222,6 +227,10 @@ impl App {
         } else {
             self.ui.grid_left = 0;
         }
+        // As many columns as fit: never scrolled further than the last
+        // column needs (after a resize or a zoom the width may have grown).
+        let max_left = self.grid.columns.len().saturating_sub(geo.cols);
+        self.ui.grid_left = self.ui.grid_left.min(max_left);
     }
 
     /// Keep the log scrolled no further back than its oldest line.
