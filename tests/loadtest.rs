@@ -92,6 +92,14 @@ fn loadtest_measures_a_fixed_pace_server() {
     assert_eq!(m["failed_requests"], 0);
     assert_eq!(m["output_tokens"], 32768);
     assert_eq!(m["tokens_estimated"], false);
+    // Timed on the kernel's receive clock, said in both forms, with both
+    // clocks kept per request.
+    assert_eq!(m["timing_clock"], "wire", "{m}");
+    assert!(m["client_lag_ms_p99"].as_f64().is_some(), "{m}");
+    assert!(
+        shown.contains("chunks timed on the kernel's receive clock"),
+        "{shown}"
+    );
     // The prompt reached its target exactly, as the server counts tokens.
     assert_eq!(m["prompt_tokens_measured"], 256);
     assert_eq!(m["prompt_tokens_mean"].as_f64(), Some(256.0));
@@ -114,7 +122,7 @@ fn loadtest_measures_a_fixed_pace_server() {
     assert_eq!(recs.len(), 256);
     assert!(recs
         .iter()
-        .all(|r| r.chunks.len() == 128 && r.error.is_none()));
+        .all(|r| r.chunks.len() == 128 && r.read_lag_us.len() == 128 && r.error.is_none()));
     let again = sweeptop::load::metrics::compute(&recs, 1);
     assert_eq!(again.output_tokens, 32768);
     assert_eq!(Some(again.ttft_ms_p50), m["ttft_ms_p50"].as_f64());

@@ -99,6 +99,8 @@ fn ctrl_c_stops_the_server_keeps_results_and_exits_nonzero() {
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(meta["state"], "interrupted");
+    // The clock its chunks were timed on.
+    assert_eq!(meta["timing_clock"], "wire", "{meta}");
     assert!(!out_dir.join("server.pid").exists());
     assert!(
         tagged_processes(&tag).is_empty(),

@@ -410,10 +410,15 @@ fn report(
         v["ttft_gap_ms"] = metrics.ttft_gap_ms().into();
         v["warnings"] = serde_json::to_value(warnings)?;
         v["notes"] = notes.to_vec().into();
+        v["timing_clock"] = serde_json::to_value(crate::model::Clock::in_use())?;
         super::print(&format!("{}\n", crate::model::text::to_json_pretty(&v)?))?;
     } else {
+        let clock = match crate::model::Clock::in_use() {
+            crate::model::Clock::Wire => "chunks timed on the kernel's receive clock",
+            crate::model::Clock::Read => "chunks timed when read",
+        };
         let mut text = format!(
-            "{}{} model {}\nprompt target {} tokens, measured {measured}\n",
+            "{}{} model {}\nprompt target {} tokens, measured {measured}; {clock}\n",
             target.url(),
             if args.chat { " (chat)" } else { "" },
             target.model,
