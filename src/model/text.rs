@@ -124,7 +124,7 @@ pub fn spreadsheet(s: &str) -> Cow<'_, str> {
 /// the common case and keeps classification allocation-free.
 pub fn strip_ansi(line: &str) -> Cow<'_, str> {
     let bytes = line.as_bytes();
-    let Some(first) = bytes.iter().position(|&b| b == 0x1b) else {
+    let Some(first) = memchr::memchr(0x1b, bytes) else {
         return Cow::Borrowed(line);
     };
     // Work on bytes but only ever skip ASCII bytes, so every cut falls on a
