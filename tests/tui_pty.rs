@@ -46,7 +46,10 @@ fn demo_on_a_terminal_shows_the_crash_and_obeys_pause_skip_export_quit() {
     term.wait_until(Duration::from_secs(60), "the paused state", |s| {
         s.contains(" PAUSED ") || s.contains(" PAUSING ")
     });
+    // A skip cannot be undone: it asks first, naming the config.
     term.send("s");
+    term.wait_for("Skip the rest of", Duration::from_secs(20));
+    term.send("y");
     wait_until(Duration::from_secs(20), "the skip in events.jsonl", || {
         events(&run)
             .iter()

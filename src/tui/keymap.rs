@@ -403,7 +403,14 @@ pub struct Keymap {
     /// another action, an action left with no key. Shown when the dashboard
     /// starts.
     pub notes: Vec<String>,
+    /// The actions that ask before they act (`confirm` in `keys.toml`):
+    /// those a mistaken key press cannot take back.
+    pub confirm: Vec<Key>,
 }
+
+/// The actions that ask first unless `keys.toml` says otherwise: skipping
+/// throws away the running cell's GPU time, excluding a config its cells.
+pub const CONFIRMED: &[Key] = &[Key::SkipConfig, Key::SkipCell, Key::Exclude];
 
 /// A key name no terminal key goes by.
 #[derive(Debug, thiserror::Error)]
@@ -432,6 +439,8 @@ pub enum KeysFileProblem {
     NotStrings(String),
     #[error("{0}: a key or a list of keys")]
     NotKeys(String),
+    #[error("confirm: a list of action names, as in confirm = [\"skip_config\", \"exclude\"] ([] for none)")]
+    ConfirmList,
     #[error("{action}: {source}")]
     Key {
         action: String,
@@ -464,6 +473,7 @@ impl Default for Keymap {
                 })
                 .collect(),
             notes: Vec::new(),
+            confirm: CONFIRMED.to_vec(),
         }
     }
 }
@@ -508,6 +518,10 @@ impl Keymap {
         };
         let table: toml::Table = toml::from_str(text).map_err(|e| err(e.into()))?;
         for (name, value) in &table {
+            if name == "confirm" {
+                self.confirm = confirmed(value).map_err(err)?;
+                continue;
+            }
             let binding = BINDINGS
                 .iter()
                 .find(|b| b.name == name)
@@ -560,6 +574,11 @@ impl Keymap {
         Ok(self)
     }
 
+    /// Whether `key` asks before it acts.
+    pub fn confirms(&self, key: Key) -> bool {
+        self.confirm.contains(&key)
+    }
+
     /// The defaults plus the user's file, if there is one.
     pub fn load(path: Option<&Path>) -> Result<Keymap, KeymapError> {
         let Some(path) = path else {
@@ -574,6 +593,22 @@ impl Keymap {
             }),
         }
     }
+}
+
+/// `confirm = ["skip_config", …]`: the actions that ask first (`[]`: none).
+fn confirmed(value: &toml::Value) -> Result<Vec<Key>, KeysFileProblem> {
+    let names = value.as_array().ok_or(KeysFileProblem::ConfirmList)?;
+    names
+        .iter()
+        .map(|v| {
+            let name = v.as_str().ok_or(KeysFileProblem::ConfirmList)?;
+            BINDINGS
+                .iter()
+                .find(|b| b.name == name)
+                .map(|b| b.key)
+                .ok_or_else(|| KeysFileProblem::UnknownAction(name.to_string()))
+        })
+        .collect()
 }
 
 pub fn binding(key: Key) -> &'static Binding {
@@ -668,6 +703,40 @@ mod tests {
             .with_overrides("pause = \"hyper-p\"", Path::new("/k.toml"))
             .unwrap_err();
         assert!(e.to_string().contains("unknown key \"hyper-p\""), "{e}");
+    }
+
+    /// Skipping and excluding ask first unless `confirm` says otherwise;
+    /// a bad `confirm` says what it must be.
+    #[test]
+    fn confirm_names_the_actions_that_ask_first() {
+        let map = Keymap::default();
+        assert!(map.confirms(Key::SkipConfig) && map.confirms(Key::SkipCell));
+        assert!(map.confirms(Key::Exclude) && !map.confirms(Key::Pause));
+        let none = Keymap::default()
+            .with_overrides("confirm = []", Path::new("keys.toml"))
+            .unwrap();
+        assert!(none.confirm.is_empty());
+        let one = Keymap::default()
+            .with_overrides(
+                "confirm = [\"skip_cell\", \"pause\"]\nskip_cell = \"N\"",
+                Path::new("keys.toml"),
+            )
+            .unwrap();
+        assert_eq!(one.confirm, [Key::SkipCell, Key::Pause]);
+        assert_eq!(one.label(Key::SkipCell), "N");
+        for (text, says) in [
+            ("confirm = \"skip_cell\"", "confirm: a list of action names"),
+            ("confirm = [1]", "confirm: a list of action names"),
+            ("confirm = [\"skip\"]", "unknown action \"skip\""),
+        ] {
+            let e = Keymap::default()
+                .with_overrides(text, Path::new("/k.toml"))
+                .unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!("/k.toml: {says}")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -819,17 +819,49 @@ fn ascii_mode_draws_no_block_or_braille_characters() {
     assert!(chart.contains("100%"), "{chart}");
 }
 
+/// With `confirm = []` in keys.toml a skip acts at once, as before.
+#[test]
+fn keys_that_ask_first_act_at_once_when_keys_toml_says_so() {
+    let (mut app, mut rx) = live(crash_story().view());
+    app.keymap = crate::tui::keymap::Keymap::default()
+        .with_overrides("confirm = []", std::path::Path::new("keys.toml"))
+        .unwrap();
+    press(&mut app, KeyCode::Char('s'));
+    assert_eq!(app.ui.overlay, Overlay::None);
+    assert_eq!(
+        rx.try_recv().map(|r| r.command).ok(),
+        Some(Command::SkipConfig { config: None })
+    );
+}
+
 #[test]
 fn keys_send_the_engine_commands() {
     let (mut app, mut rx) = live(crash_story().view());
     let mut next = || rx.try_recv().map(|r| (r.command, r.source)).ok();
     press(&mut app, KeyCode::Char('p'));
     assert_eq!(next(), Some((Command::TogglePause, "key".into())));
+    // Keys that cannot be undone ask first, naming what they will do; any
+    // other key is no, `y`, Enter or the same key again is yes.
     press(&mut app, KeyCode::Char('s'));
+    assert_eq!(next(), None, "nothing sent before the answer");
+    assert!(
+        matches!(&app.ui.overlay, Overlay::Confirm { what, .. } if what.starts_with("skip the rest of ")),
+        "{:?}",
+        app.ui.overlay
+    );
+    let asked = screen(&render(&mut app, 120, 40));
+    assert!(asked.contains("Skip the rest of "), "{asked}");
+    press(&mut app, KeyCode::Esc);
+    assert_eq!(next(), None, "no is no");
+    assert_eq!(app.ui.overlay, Overlay::None);
+    press(&mut app, KeyCode::Char('s'));
+    press(&mut app, KeyCode::Char('y'));
     assert_eq!(
         next().map(|c| c.0),
         Some(Command::SkipConfig { config: None })
     );
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(next(), None);
     press(&mut app, KeyCode::Char('n'));
     assert_eq!(
         next().map(|c| c.0),
@@ -863,6 +895,8 @@ fn keys_send_the_engine_commands() {
         })
     );
     press(&mut app, KeyCode::Char('x'));
+    assert_eq!(next(), None);
+    press(&mut app, KeyCode::Enter);
     assert_eq!(
         next().map(|c| c.0),
         Some(Command::Exclude {
@@ -1773,6 +1807,13 @@ fn configs_side_by_side_are_all_shown_and_a_skip_goes_to_the_selected_one() {
     press(&mut app, KeyCode::Down);
     assert_eq!(app.grid.configs[app.ui.sel_config].id, "tp1-dflash");
     press(&mut app, KeyCode::Char('s'));
+    // The question names the config the skip goes to.
+    assert!(
+        matches!(&app.ui.overlay, Overlay::Confirm { what, .. } if what == "skip the rest of tp1-dflash"),
+        "{:?}",
+        app.ui.overlay
+    );
+    press(&mut app, KeyCode::Char('y'));
     assert_eq!(
         rx.try_recv().map(|r| r.command).ok(),
         Some(Command::SkipConfig {

@@ -24,6 +24,12 @@ pub enum Overlay {
         scroll: u16,
     },
     ConfirmQuit,
+    /// A key that cannot be undone waits for a yes: the key, and what it
+    /// will do in words (`skip the rest of tp1-ddtree-b8`).
+    Confirm {
+        key: crate::tui::keymap::Key,
+        what: String,
+    },
     Search(String),
     /// Typing the grid's name filter (`/` in the grid): it applies as typed.
     Filter(String),

@@ -48,6 +48,19 @@ impl App {
         redraw
     }
 
+    /// What a skip key will do, in words: `skip the rest of tp1-ddtree`.
+    pub(super) fn skip_words(&self, k: Key) -> String {
+        let whose = self
+            .skip_target()
+            .or_else(|| self.view.live_configs().next().map(|c| c.id.clone()))
+            .unwrap_or_else(|| "the running config".into());
+        if k == Key::SkipConfig {
+            format!("skip the rest of {whose}")
+        } else {
+            format!("skip the running cell of {whose}")
+        }
+    }
+
     /// `Key::SkipConfig` or `Key::SkipCell`.
     pub(super) fn skip(&mut self, k: Key) -> Redraw {
         let config = self.skip_target();

@@ -25,6 +25,13 @@ impl App {
                 _ if bound == Some(Key::Quit) => Some(Action::Confirm),
                 _ => None,
             },
+            Overlay::Confirm { key, .. } => match ev.code {
+                KeyCode::Char('y' | 'Y') | KeyCode::Enter => Some(Action::Confirm),
+                // The same key again says yes too.
+                _ if bound == Some(*key) => Some(Action::Confirm),
+                _ if chord.ctrl && bound == Some(Key::Quit) => Some(Action::Key(Key::Quit)),
+                _ => Some(Action::Cancel),
+            },
             Overlay::Search(_) | Overlay::Filter(_) => match ev.code {
                 _ if chord.ctrl && bound == Some(Key::Quit) => Some(Action::Key(Key::Quit)),
                 KeyCode::Esc => Some(Action::Cancel),

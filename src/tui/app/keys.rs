@@ -11,6 +11,37 @@ impl App {
         if self.scroll_popup(k) {
             return Redraw::Now;
         }
+        if let Some(what) = self.asks_first(k) {
+            return self.open(Overlay::Confirm { key: k, what });
+        }
+        self.act(k)
+    }
+
+    /// What `k` will do, in words, when it is one that asks first (and
+    /// would act now: `x` on an excluded config only takes it back).
+    fn asks_first(&self, k: Key) -> Option<String> {
+        if !self.keymap.confirms(k) || self.ui.overlay != Overlay::None {
+            return None;
+        }
+        match k {
+            Key::SkipConfig | Key::SkipCell if self.sweep_live() => Some(self.skip_words(k)),
+            Key::Exclude => self
+                .grid
+                .configs
+                .get(self.ui.sel_config)
+                .filter(|c| !self.view.excluded.contains(&c.id) && self.sweep_live())
+                .map(|c| format!("exclude {} from the rest of the sweep", c.id)),
+            _ => None,
+        }
+    }
+
+    /// Yes to a key that asked first: it acts.
+    pub(super) fn confirmed(&mut self, k: Key) -> Redraw {
+        self.ui.overlay = Overlay::None;
+        self.act(k)
+    }
+
+    fn act(&mut self, k: Key) -> Redraw {
         match k {
             Key::Pause => self.pause(),
             Key::SkipConfig | Key::SkipCell => self.skip(k),

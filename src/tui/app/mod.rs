@@ -252,7 +252,10 @@ impl App {
             Action::Key(k) => self.key(k),
             Action::Click { pane, column, row } => self.click(pane, column, row),
             Action::Wheel { pane, up } => self.wheel(pane, up),
-            Action::Confirm => self.confirm_quit(),
+            Action::Confirm => match self.ui.overlay {
+                Overlay::Confirm { key, .. } => self.confirmed(key),
+                _ => self.confirm_quit(),
+            },
             Action::Cancel => self.cancel(),
             Action::SearchInput(c) => self.type_char(c),
             Action::SearchBackspace => self.backspace(),

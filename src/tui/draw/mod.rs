@@ -136,6 +136,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Overlay::Chart => chart::draw(frame, app, area),
         Overlay::Details { scroll } => details::draw(frame, app, area, *scroll),
         Overlay::ConfirmQuit => popup::confirm_quit(frame, app, area),
+        Overlay::Confirm { key, what } => popup::confirm(frame, app, area, *key, what),
     }
     if app.look.ascii {
         asciify(frame);

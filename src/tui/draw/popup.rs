@@ -8,7 +8,7 @@ use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::tui::app::App;
-use crate::tui::keymap::BINDINGS;
+use crate::tui::keymap::{binding, Key, BINDINGS};
 use crate::tui::theme::Theme;
 use crate::view::grid::ValueMode;
 
@@ -233,4 +233,44 @@ pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
     ];
     let w = (dir.chars().count() as u16 + 30).clamp(58, area.width);
     show(frame, app, centered(area, w, 11), " Quit ".into(), lines, 0);
+}
+
+/// A key that cannot be undone asks first: what it will do, and that the
+/// same key again (or `y`) says yes.
+pub fn confirm(frame: &mut Frame, app: &App, area: Rect, key: Key, what: &str) {
+    let t = app.theme();
+    let again = app.keymap.label(key);
+    let mut chars = what.chars();
+    let first: String = chars
+        .next()
+        .map(|c| c.to_uppercase().collect())
+        .unwrap_or_default();
+    let question = format!(" {first}{}?", chars.as_str());
+    let lines = vec![
+        Line::raw(""),
+        Line::styled(question.clone(), t.title),
+        Line::raw(""),
+        Line::styled(
+            " Its cells are recorded as skipped; `r` runs them again.",
+            t.popup,
+        ),
+        Line::raw(""),
+        key_hints(
+            t,
+            &[
+                (&["y", "Enter", again.as_str()], " yes    "),
+                (&["any other key"], " no"),
+            ],
+        ),
+    ];
+    let w = (question.chars().count() as u16 + 4).clamp(62, area.width);
+    let name = binding(key).name.replace('_', " ");
+    show(
+        frame,
+        app,
+        centered(area, w, 8),
+        format!(" {name} "),
+        lines,
+        0,
+    );
 }
