@@ -17,6 +17,7 @@ use crate::control::{Connection, ServerMsg};
 use crate::engine::{Bus, Request};
 use crate::model::{Command, Event};
 use crate::plan::Plan;
+use crate::store::shared::{FileWork, FILE_DEADLINE};
 use crate::store::tail::TAIL_POLL;
 use crate::store::{self, sweep::SweepMeta};
 use crate::view::feed::{FeedError, SweepFeed};
@@ -331,10 +332,14 @@ async fn sweep_dashboard(
             .context(|| "cannot open the dashboard".into())?;
     let host = store::sweep::host_name();
     let mut tick = tokio::time::interval(TAIL_POLL);
+    // Keys are written to the shards' commands files on a thread of their
+    // own, waited for only until a deadline: a hung mount holds that thread,
+    // never the view's keys or its exit.
+    let mut sender = FileWork::<()>::new("attach-keys");
     loop {
         tokio::select! {
             req = commands.recv() => match req {
-                Some(req) => feed.router.send(&req, &host),
+                Some(req) => send_keys(&mut sender, &feed, req, &host, &bus).await,
                 None => break,
             },
             _ = tick.tick() => {
@@ -353,11 +358,38 @@ async fn sweep_dashboard(
         }
     }
     while let Ok(req) = commands.try_recv() {
-        feed.router.send(&req, &host);
+        send_keys(&mut sender, &feed, req, &host, &bus).await;
     }
     dashboard.engine_done();
     let _ = tokio::task::spawn_blocking(move || dashboard.join()).await;
     Ok(0)
+}
+
+/// A key's command to the shards it is for, written off the runtime; a
+/// write that does not answer within the deadline is said on the dashboard
+/// (it goes on alone, and the next key waits for it instead).
+async fn send_keys(
+    sender: &mut FileWork<()>,
+    feed: &SweepFeed,
+    req: Request,
+    host: &str,
+    bus: &Bus,
+) {
+    let (router, host) = (feed.router.clone(), host.to_string());
+    let what = req.command.name();
+    if let Err(stuck) = sender
+        .run(FILE_DEADLINE, move || router.send(&req, &host))
+        .await
+    {
+        publish(
+            bus,
+            Event::Notice {
+                at: crate::model::Timestamp::now(),
+                level: crate::model::Level::Warn,
+                message: format!("{what}: the shards' commands files did not answer: {stuck}"),
+            },
+        );
+    }
 }
 
 /// An event to the dashboard: log lines on their own channel.

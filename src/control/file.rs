@@ -12,6 +12,7 @@
 //! The source recorded for a command is `file (from …)`.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -34,10 +35,19 @@ pub fn append_command(run_dir: &Path, command: &Command, from: &str) -> io::Resu
     };
     let mut line = serde_json::to_vec(&msg).map_err(io::Error::other)?;
     line.push(b'\n');
+    // Opened without waiting (a FIFO with no reader would wait forever) and
+    // written only if it is a regular file.
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NONBLOCK)
         .open(run_dir.join(COMMANDS))?;
+    if !f.metadata()?.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{COMMANDS} is not a regular file, refused"),
+        ));
+    }
     f.write_all(&line)?;
     f.sync_data()
 }
@@ -179,6 +189,31 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// A FIFO in the commands file's place (with a reader or without) is
+    /// refused at once: sending never waits on it.
+    #[test]
+    fn a_commands_file_that_is_a_fifo_is_refused_without_waiting() {
+        let d = dir("fifo-send");
+        let fifo = std::ffi::CString::new(d.join(COMMANDS).to_str().unwrap()).unwrap();
+        // SAFETY: a valid path; mkfifo has no other precondition.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let e = append_command(&d, &Command::Pause, "alice@node1").unwrap_err();
+        assert!(
+            e.raw_os_error() == Some(libc::ENXIO) || e.to_string().contains("not a regular file"),
+            "{e}"
+        );
+        // With a reader waiting the open succeeds, and the type is refused.
+        let reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(d.join(COMMANDS))
+            .unwrap();
+        let e = append_command(&d, &Command::Pause, "alice@node1").unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        drop(reader);
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub fn send_targets(dir: &Path, plan: &Plan, shards: u32, cmd: &Command) -> Vec<
 }
 
 /// Where a sweep viewer's keys go: the shards' commands files.
+#[derive(Clone)]
 pub struct ShardRouter {
     dir: PathBuf,
     /// The shard of each config (how the plan was split).
