@@ -131,14 +131,28 @@ fn send_to_sweep(dir: &Path, cmd: &Command) -> Result<u8> {
 }
 
 async fn connect(dir: &Path) -> Result<Connection> {
-    Connection::connect(dir).await.map_err(|e| {
+    let e = match Connection::connect(dir).await {
+        Ok(c) => return Ok(c),
+        Err(e) => e,
+    };
+    // A run that ended is for `open`, not `attach`: its state read off the
+    // runtime, waited for only until the deadline (a hung mount is "no
+    // sweep answers").
+    let state = FileWork::new("attach-state")
+        .run(FILE_DEADLINE, {
+            let dir = dir.to_path_buf();
+            move || store::read_meta(&dir).map(|m| m.state).ok()
+        })
+        .await
+        .ok()
+        .flatten();
+    Err({
         let d = dir.display();
-        // A run that ended is for `open`, not `attach`.
-        match store::read_meta(dir).map(|m| m.state) {
-            Ok(crate::model::RunState::Finished) => user(format!(
+        match state {
+            Some(crate::model::RunState::Finished) => user(format!(
                 "the sweep in {d} has finished (nothing runs to attach to): look at it with `sweeptop open {d}`"
             )),
-            Ok(crate::model::RunState::Interrupted) => user(format!(
+            Some(crate::model::RunState::Interrupted) => user(format!(
                 "the sweep in {d} was interrupted (nothing runs to attach to): continue it with `sweeptop run --resume {d}`, or look at it with `sweeptop open {d}`"
             )),
             _ => user(format!("no sweep answers in {d} ({e}); see `sweeptop ls`")),
