@@ -72,6 +72,7 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
     eprintln!("{stdout}");
     assert!(killer.join().unwrap(), "the engine process was not found");
     let by = by_cell(&results(&run));
+    let mut wire_cells = 0;
     for cell in [
         "fit-ctx128-c1",
         "fit-ctx128-c4",
@@ -102,9 +103,11 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
         // Chunks are timed on the kernel's receive clock: the client's read
         // lag is measured, and only a client that read over 20 ms late
         // (p99) says it was starved.
-        let lag = m["client_lag_ms_p99"]
-            .as_f64()
-            .expect("the wire clock's read lag");
+        // Null when no read of the cell carried a usable kernel timestamp:
+        // then it was timed on the read clock, and says so by that null.
+        let lag = m["client_lag_ms_p99"].as_f64();
+        wire_cells += usize::from(lag.is_some());
+        let lag = lag.unwrap_or(f64::NAN);
         let mut expected: Vec<&str> = Vec::new();
         if gap > 25.0 {
             expected.push("clock_gap");
@@ -121,6 +124,8 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
             m["prefix_cache_hit_pct"]
         );
     }
+    // The kernel's receive clock, on most cells at least.
+    assert!(wire_cells >= 3, "{wire_cells} of 6 cells on the wire clock");
     let short = &by["cpu/edge-ctx2000-c1"][0];
     assert_eq!(short["status"], "ok", "{short}");
     assert_eq!(short["warnings"][0]["kind"], "short_output", "{short}");
