@@ -108,13 +108,7 @@ fn a_real_vllm_sweep_records_what_the_server_did() {
         let lag = m["client_lag_ms_p99"].as_f64();
         wire_cells += usize::from(lag.is_some());
         let lag = lag.unwrap_or(f64::NAN);
-        let mut expected: Vec<&str> = Vec::new();
-        if gap > 25.0 {
-            expected.push("clock_gap");
-        }
-        if lag > 20.0 {
-            expected.push("client_starved");
-        }
+        let expected = common::warnings_its_figures_explain(r, gap);
         assert_eq!(kinds, expected, "{r}");
         assert_eq!(m["prefix_cache_hit_pct"].as_f64(), Some(0.0), "{r}");
         eprintln!(

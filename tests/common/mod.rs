@@ -156,6 +156,22 @@ pub fn warning_kinds_of_the_cell(r: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The warnings a real server's ok cell may carry, from its own figures:
+/// `clock_gap` when the client's TTFT is over 25 ms from the server's (a
+/// busy front end), `client_starved` when its read lag p99 (the kernel's
+/// receive clock; null on the read clock) is over 20 ms. Nothing else.
+pub fn warnings_its_figures_explain(r: &serde_json::Value, gap_ms: f64) -> Vec<&'static str> {
+    let lag = r["metrics"]["client_lag_ms_p99"].as_f64();
+    let mut expected = Vec::new();
+    if gap_ms > 25.0 {
+        expected.push("clock_gap");
+    }
+    if lag.is_some_and(|l| l > 20.0) {
+        expected.push("client_starved");
+    }
+    expected
+}
+
 /// Poll a condition until it holds or the deadline passes.
 pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
