@@ -819,6 +819,34 @@ fn ascii_mode_draws_no_block_or_braille_characters() {
     assert!(chart.contains("100%"), "{chart}");
 }
 
+/// At 120 columns the bar shows every key that steers the sweep and, in
+/// the room left, the next keys of the keymap (compact, not boxed, so they
+/// fit), a long one skipped for a shorter one after it.
+#[test]
+fn the_hints_use_the_width_for_more_keys() {
+    let (mut app, _rx) = live(crash_story().view());
+    let text = screen(&render(&mut app, 120, 40));
+    let hints = text.lines().last().unwrap();
+    for want in [
+        "p pause",
+        "s skip cfg",
+        "x exclude",
+        "e export",
+        "Enter details",
+        "Tab focus",
+        "q quit",
+        "? help",
+    ] {
+        assert!(hints.contains(want), "{want}: {hints}");
+    }
+    let text = screen(&render(&mut app, 200, 50));
+    let hints = text.lines().last().unwrap();
+    // Roomy there: every key boxed, and the focus named.
+    for want in [" c  chart", " z  zoom", " v  value", "focus: grid"] {
+        assert!(hints.contains(want), "{want} at 200 columns: {hints}");
+    }
+}
+
 /// With `confirm = []` in keys.toml a skip acts at once, as before.
 #[test]
 fn keys_that_ask_first_act_at_once_when_keys_toml_says_so() {

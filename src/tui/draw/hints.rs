@@ -64,11 +64,12 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let roomy_tail: Vec<Span> = std::iter::once(Span::styled(format!("focus: {focus} "), t.dim))
         .chain(tail_keys.iter().flat_map(|k| roomy(k, true)))
         .collect();
+    // Roomy only when every hint fits so: a boxed bar that leaves keys out
+    // (Enter, Tab, `c`, `z`, `v` at 120 columns) helps less than a compact
+    // one that shows them.
     let roomy_need: usize = wanted
         .iter()
-        .zip(&steers)
-        .filter(|(_, steers)| **steers)
-        .map(|(k, _)| width_of(&roomy(k, false)))
+        .map(|k| width_of(&roomy(k, false)))
         .sum::<usize>()
         + width_of(&roomy_tail);
     let is_compact = roomy_need > width;
@@ -85,14 +86,26 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         spans.push(Span::raw(" "));
         used += 1;
     }
-    for k in &wanted {
-        let parts = style(k, false);
-        let w = width_of(&parts);
+    // In the keymap's order, the keys that steer the sweep first; one that
+    // does not fit leaves room for a shorter one after it.
+    let order = wanted
+        .iter()
+        .zip(&steers)
+        .filter(|(_, s)| **s)
+        .chain(wanted.iter().zip(&steers).filter(|(_, s)| !**s))
+        .map(|(k, _)| k);
+    let mut shown: Vec<&Hint> = Vec::new();
+    for k in order {
+        let w = width_of(&style(k, false));
         if used + w + tail_w > width {
-            break;
+            continue;
         }
         used += w;
-        spans.extend(parts);
+        shown.push(k);
+    }
+    // Drawn in the keymap's order.
+    for k in wanted.iter().filter(|k| shown.contains(k)) {
+        spans.extend(style(k, false));
     }
     spans.push(Span::raw(" ".repeat(width.saturating_sub(used + tail_w))));
     spans.extend(tail);
