@@ -80,7 +80,6 @@ pub const FASTEST_STREAM_TOK_S: f64 = 50_000.0;
 
 /// A request's chunks grouped by the read they came in (equal times: on the
 /// wire clock a read's chunks share the arrival of its last segment).
-#[derive(Clone)]
 struct Reads<'a> {
     chunks: &'a [(u64, u32)],
     tokens: &'a [u64],
@@ -345,11 +344,27 @@ impl CellStats {
         for &lag in &r.read_lag_us {
             self.read_lag.record(f64::from(lag) / 1e3);
         }
-        let reads = Reads::of(&r.chunks, &per_chunk);
-        self.coalesced += reads.clone().filter(|read| read.chunks > 1).count() as u64;
         let last = r.chunks.last().map_or(first, |c| c.0);
         let span_ns = last.saturating_sub(first);
-        if r.chunks.len() > 1 && collapsed(tokens, span_ns) {
+        let starved = r.chunks.len() > 1 && collapsed(tokens, span_ns);
+        // Chunks that came in one read share its time: the gaps inside it
+        // are unknown, so a read is one step of the stream whose tokens
+        // share the time since the read before (as a chunk's several
+        // tokens do). Tokens of the first read came with the first token.
+        let mut lead = None;
+        let mut prev = first;
+        for read in Reads::of(&r.chunks, &per_chunk) {
+            self.coalesced += u64::from(read.chunks > 1);
+            if lead.is_none() {
+                lead = Some(read.tokens);
+            } else if !starved {
+                let gap = read.at.saturating_sub(prev) as f64 / 1e6;
+                let k = read.tokens.max(1);
+                self.itl.record_n(gap / k as f64, k);
+            }
+            prev = read.at;
+        }
+        if starved {
             // Read in one burst by a client that fell behind: its gaps are
             // the client's, not the stream's. Its TTFT and E2E stand (the
             // bytes had arrived by then); its decode, ITL and TPOT do not.
@@ -357,19 +372,7 @@ impl CellStats {
             self.starved_example.get_or_insert((tokens, span_ns));
             return;
         }
-        // Chunks that came in one read share its time: the gaps inside it
-        // are unknown, so a read is one step of the stream whose tokens
-        // share the time since the read before (as a chunk's several
-        // tokens do). Tokens of the first read came with the first token.
-        let mut reads = reads;
-        let lead = reads.next().map_or(0, |read| read.tokens);
-        let mut prev = first;
-        for read in reads {
-            let gap = read.at.saturating_sub(prev) as f64 / 1e6;
-            let k = read.tokens.max(1);
-            self.itl.record_n(gap / k as f64, k);
-            prev = read.at;
-        }
+        let lead = lead.unwrap_or(0);
         if tokens > 1 {
             self.tpot.record((e - t) / (tokens - 1) as f64);
             let span = span_ns as f64 / 1e9;
