@@ -21,7 +21,7 @@ use ratatui::Terminal;
 use super::app::{Action, App, Redraw};
 use super::disk::{Done, Worker};
 use super::draw;
-use super::thrifty::Thrifty;
+use super::thrifty::{FrameBuffer, Thrifty};
 use crate::model::{Event, Timestamp};
 
 /// The shortest time between two frames (user actions, new results).
@@ -136,19 +136,6 @@ impl Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         restore();
-    }
-}
-
-/// Collects a frame's bytes; the frame loop sends them in one write.
-struct FrameBuffer(Rc<RefCell<Vec<u8>>>);
-
-impl Write for FrameBuffer {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

@@ -12,7 +12,9 @@
 //! outputs into a terminal emulator). The screen as drawn is kept here, to
 //! know what the unchanged cells hold.
 
+use std::cell::RefCell;
 use std::io::{self, Write};
+use std::rc::Rc;
 
 use ratatui::backend::{Backend, ClearType, CrosstermBackend, WindowSize};
 use ratatui::buffer::Cell;
@@ -26,6 +28,21 @@ const GAP: u16 = 6;
 const SHOWN_ON_BLANK: Modifier = Modifier::UNDERLINED
     .union(Modifier::REVERSED)
     .union(Modifier::CROSSED_OUT);
+
+/// Collects a frame's bytes, readable while the backend holds the writer:
+/// the frame loop sends them in one write.
+#[derive(Clone, Default)]
+pub struct FrameBuffer(pub Rc<RefCell<Vec<u8>>>);
+
+impl Write for FrameBuffer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 pub struct Thrifty<W: Write> {
     inner: CrosstermBackend<W>,
@@ -243,20 +260,6 @@ mod tests {
     const W: u16 = 48;
     const H: u16 = 12;
 
-    /// Bytes written, readable while the backend holds the writer.
-    #[derive(Clone, Default)]
-    struct Sink(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
-
-    impl Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.borrow_mut().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
     fn xorshift(s: &mut u64) -> u64 {
         *s ^= *s << 13;
         *s ^= *s >> 7;
@@ -334,7 +337,7 @@ mod tests {
     fn the_screen_is_the_same_and_the_bytes_fewer() {
         let area = Rect::new(0, 0, W, H);
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let (a, b) = (Sink::default(), Sink::default());
+        let (a, b) = (FrameBuffer::default(), FrameBuffer::default());
         let (mut plain, mut thrifty) = (CrosstermBackend::new(a.clone()), Thrifty::new(b.clone()));
         let mut prev = Buffer::empty(area);
         for n in 0..200 {
