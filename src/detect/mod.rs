@@ -45,6 +45,7 @@ pub use text::{clean_line, strip_ansi};
 pub use validate::{
     cache_hit, clock_gap, looks_like_server_gone, request_failure, short_output, validate,
     warnings, zero_tokens, Checks, Measured, ServerHealth, Stall, Starved, UsageMismatch,
+    LATE_READ_MS,
 };
 
 /// What `sweeptop classify` reports for a piece of text.

@@ -152,7 +152,7 @@ pub fn warning_kinds_of_the_cell(r: &serde_json::Value) -> Vec<String> {
         .unwrap_or(0.0);
     warning_kinds(r)
         .into_iter()
-        .filter(|k| !(k == "client_starved" && lag > 20.0))
+        .filter(|k| !(k == "client_starved" && lag > sweeptop::detect::LATE_READ_MS))
         .collect()
 }
 
@@ -166,7 +166,7 @@ pub fn warnings_its_figures_explain(r: &serde_json::Value, gap_ms: f64) -> Vec<&
     if gap_ms > 25.0 {
         expected.push("clock_gap");
     }
-    if lag.is_some_and(|l| l > 20.0) {
+    if lag.is_some_and(|l| l > sweeptop::detect::LATE_READ_MS) {
         expected.push("client_starved");
     }
     expected

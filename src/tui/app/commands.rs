@@ -54,33 +54,23 @@ impl App {
             .skip_target()
             .or_else(|| self.view.live_configs().next().map(|c| c.id.clone()))
             .unwrap_or_else(|| "the running config".into());
-        if k == Key::SkipConfig {
-            format!("skip the rest of {whose}")
-        } else {
-            format!("skip the running cell of {whose}")
-        }
+        format!("skip {} {whose}", skip_scope(k))
     }
 
     /// `Key::SkipConfig` or `Key::SkipCell`.
     pub(super) fn skip(&mut self, k: Key) -> Redraw {
         let config = self.skip_target();
-        let (what, command) = if k == Key::SkipConfig {
-            (
-                "the rest of",
-                Command::SkipConfig {
-                    config: config.clone(),
-                },
-            )
+        let command = if k == Key::SkipConfig {
+            Command::SkipConfig {
+                config: config.clone(),
+            }
         } else {
-            (
-                "the running cell of",
-                Command::SkipCell {
-                    config: config.clone(),
-                },
-            )
+            Command::SkipCell {
+                config: config.clone(),
+            }
         };
         let whose = config.unwrap_or_else(|| "the config".into());
-        self.command(command, &format!("skipping {what} {whose}"))
+        self.command(command, &format!("skipping {} {whose}", skip_scope(k)))
     }
 
     /// What a skip key acts on: the selected config when it runs now (with
@@ -229,5 +219,14 @@ impl App {
             );
         }
         sent
+    }
+}
+
+/// What a skip key skips of its config, in words.
+fn skip_scope(k: Key) -> &'static str {
+    if k == Key::SkipConfig {
+        "the rest of"
+    } else {
+        "the running cell of"
     }
 }
