@@ -56,6 +56,8 @@ pub(crate) struct Book {
     pub(super) lanes: Vec<LaneInfo>,
     /// Each running cell and the configs that ran beside it so far.
     pub(super) beside: HashMap<String, BTreeSet<String>>,
+    /// The prepare steps started in this sweep, by key, and how each ended.
+    pub(super) steps: HashMap<String, watch::Receiver<super::prepare::StepEnd>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +195,9 @@ impl Core {
                     if !book.retry_queue.contains(target) {
                         book.retry_queue.push_back(target.clone());
                     }
+                    // A step that failed is tried again by the retry.
+                    book.steps
+                        .retain(|_, end| !matches!(&*end.borrow(), Some(Err(_))));
                     None
                 }
                 Command::Exclude { config } => {

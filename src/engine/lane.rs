@@ -84,6 +84,16 @@ impl Lane {
             self.core.skip_all(&Vec::from(remaining))?;
             return Ok(Flow::Continue);
         }
+        // What it needs put in place first (a model copied after a reboot).
+        match super::prepare::wait_for_steps(&self.core, &mut self.steer, config, &mut remaining)
+            .await?
+        {
+            super::prepare::Waited::Ready => {}
+            super::prepare::Waited::Quit => return Ok(Flow::Quit),
+            super::prepare::Waited::Failed | super::prepare::Waited::Skipped => {
+                return Ok(Flow::Continue)
+            }
+        }
         let mut attempt = 0u32;
         // Stalls restart the server for the next cell; this bounds the loop.
         let mut restarts_left = 2 + config.retries;

@@ -16,6 +16,8 @@
 //! - [`lane`]: one config's cells on its server, relaunched when it dies or
 //!   stalls;
 //! - [`commands`]: what the user asked for, as a lane sees it;
+//! - [`prepare`]: the plan's prepare steps, run once before the first
+//!   config that needs them;
 //! - [`preflight`]: what must hold before a server is launched;
 //! - [`launch`]: starting a server, waiting until it is ready, stopping it;
 //! - [`cell`]: **the one cell pipeline** (prepare prompts → warm up →
@@ -35,6 +37,7 @@ mod launch;
 mod outcome;
 mod place;
 mod preflight;
+mod prepare;
 pub mod process;
 mod retry;
 pub use place::missing_gpus;

@@ -101,6 +101,7 @@ impl Engine {
                 skips: Vec::new(),
                 lanes: Vec::new(),
                 beside: HashMap::new(),
+                steps: HashMap::new(),
             }),
         };
         for p in repairs.into_iter().chain(results.problems) {

@@ -94,6 +94,42 @@ pub enum Event {
         line: String,
         mark: LogMark,
     },
+    /// A prepare step starts (its target is missing or not whole).
+    PrepareStarted {
+        at: Timestamp,
+        step: String,
+        command: String,
+        creates: Vec<String>,
+        /// The size `creates` has when whole, when known.
+        expect_bytes: Option<u64>,
+        /// The configs waiting for it.
+        configs: Vec<String>,
+    },
+    /// How far a running step is: the size of what it creates. Sent every
+    /// second to the views; every tenth is `recorded` in `events.jsonl`
+    /// (and printed by the line views).
+    PrepareProgress {
+        at: Timestamp,
+        step: String,
+        bytes: u64,
+        expect_bytes: Option<u64>,
+        /// Bytes per second over the last few seconds.
+        rate_bps: f64,
+        recorded: bool,
+    },
+    /// A step ended: `present` (already in place, not run), `done`, or
+    /// `failed` (with why).
+    PrepareEnded {
+        at: Timestamp,
+        step: String,
+        outcome: PrepareOutcome,
+        bytes: u64,
+        duration_s: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// The configs that needed it.
+        configs: Vec<String>,
+    },
     SweepFinished {
         at: Timestamp,
         ok: usize,
@@ -114,6 +150,16 @@ pub enum Level {
     Error,
 }
 
+/// How a prepare step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrepareOutcome {
+    /// Its target was in place and whole: not run.
+    Present,
+    Done,
+    Failed,
+}
+
 /// How a log line was classified, for highlighting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -128,7 +174,13 @@ impl Event {
     pub fn persisted(&self) -> bool {
         !matches!(
             self,
-            Event::Log { .. } | Event::Gpu { .. } | Event::Viewers { .. }
+            Event::Log { .. }
+                | Event::Gpu { .. }
+                | Event::Viewers { .. }
+                | Event::PrepareProgress {
+                    recorded: false,
+                    ..
+                }
         )
     }
 
@@ -146,11 +198,19 @@ impl Event {
             | Event::Paused { at }
             | Event::Resumed { at }
             | Event::Notice { at, .. }
+            | Event::PrepareStarted { at, .. }
+            | Event::PrepareProgress { at, .. }
+            | Event::PrepareEnded { at, .. }
             | Event::SweepFinished { at, .. }
             | Event::SweepInterrupted { at, .. } => *at,
             Event::Gpu { .. } | Event::Log { .. } | Event::Viewers { .. } => return None,
         })
     }
+}
+
+/// Whose lines a prepare step's output is in the log pane: `prepare:qwen`.
+pub fn prepare_log_name(step: &str) -> String {
+    format!("prepare:{step}")
 }
 
 /// How a process ended, in words: "killed by SIGKILL", "exit code 1".

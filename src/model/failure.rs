@@ -62,11 +62,14 @@ pub enum FailureKind {
     /// produced: a busy client read them together, so their per-request
     /// rates are not measurements and are left out (a warning).
     ClientStarved,
+    /// A prepare step the config needs (a model copied into place) failed:
+    /// its server was not launched.
+    PrepareFailed,
 }
 
 /// One row per kind: (kind, snake_case name, grid badge, human words).
 /// The single source for `as_str`, `parse`, `badge` and `describe`.
-const KIND_TABLE: [(FailureKind, &str, &str, &str); 27] = [
+const KIND_TABLE: [(FailureKind, &str, &str, &str); 28] = [
     (
         FailureKind::CudaIllegalInstruction,
         "cuda_illegal_instruction",
@@ -219,11 +222,17 @@ const KIND_TABLE: [(FailureKind, &str, &str, &str); 27] = [
         "STARVED",
         "the client read streams in bursts (rates left out)",
     ),
+    (
+        FailureKind::PrepareFailed,
+        "prepare_failed",
+        "PREP-ERR",
+        "a prepare step failed (server not launched)",
+    ),
 ];
 
 impl FailureKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FailureKind; 27] = [
+    pub const ALL: [FailureKind; 28] = [
         FailureKind::CudaIllegalInstruction,
         FailureKind::CudaIllegalAddress,
         FailureKind::CudaOom,
@@ -251,6 +260,7 @@ impl FailureKind {
         FailureKind::PromptMismatch,
         FailureKind::ContextShift,
         FailureKind::ClientStarved,
+        FailureKind::PrepareFailed,
     ];
 
     fn row(self) -> &'static (FailureKind, &'static str, &'static str, &'static str) {
@@ -296,6 +306,7 @@ impl FailureKind {
             FailureKind::ServerExited
             | FailureKind::StartupFailed
             | FailureKind::StartupTimeout
+            | FailureKind::PrepareFailed
             | FailureKind::Stalled
             | FailureKind::RequestTimeout
             | FailureKind::ZeroTokens => 2,

@@ -20,7 +20,9 @@ pub mod text;
 mod time;
 
 pub use command::{Command, CommandError, COMMAND_FORMS};
-pub use event::{describe_exit, signal_name, Event, Level, LogMark};
+pub use event::{
+    describe_exit, prepare_log_name, signal_name, Event, Level, LogMark, PrepareOutcome,
+};
 pub use failure::{thousands, ContextNumbers, Failure, FailureKind, FailureSource};
 pub use gpu::{GpuProcess, GpuSample, GpuSnapshot, GpuStatus};
 pub use metrics::{families, ms_label, rate_label, Better, Metric, Metrics, Unit, Value, METRICS};

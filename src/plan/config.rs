@@ -8,12 +8,13 @@ use indexmap::IndexMap;
 
 use super::combos::{matches, Combo};
 use super::located::{valid_id, Ctx};
+use super::prepare::{fill_steps, Filled};
 use super::resolve::Resolver;
 use super::schema::{RawPhase, RawPlan, RawServer};
 use super::{parse_visible_devices, template, Config, PlanError, Port, Ready};
 
-/// The config a combo of `phase` names; `span` is the plan text that
-/// produced the combo.
+/// The config a combo of `phase` names, and the prepare steps filled for
+/// it; `span` is the plan text that produced the combo.
 pub(super) fn build_config(
     ctx: &Ctx,
     raw: &RawPlan,
@@ -21,7 +22,7 @@ pub(super) fn build_config(
     combo: &Combo,
     span: Range<usize>,
     port: Port,
-) -> Result<Config, PlanError> {
+) -> Result<(Config, Vec<Filled>), PlanError> {
     let pid = phase.id.get_ref();
     let id = config_id(ctx, raw, phase, combo, span)?;
     let vars = vars(raw, phase, combo);
@@ -34,7 +35,7 @@ pub(super) fn build_config(
         phase: pid,
         picked_gpus: server.gpus.is_some(),
     };
-    let argv = argv(&r, server)?;
+    let argv = command_argv(&r, &server.command, server.shell, "server.command")?;
     let mut env = IndexMap::new();
     for (k, v) in &server.env {
         env.insert(k.clone(), r.resolve(v.get_ref(), v.span())?);
@@ -55,7 +56,8 @@ pub(super) fn build_config(
         None => None,
     };
     let (gpus, gpu_count) = gpus(&r, server, &mut env)?;
-    Ok(Config {
+    let steps = fill_steps(&r, raw, phase, &requires)?;
+    let config = Config {
         id,
         phase: pid.clone(),
         axes: combo.clone(),
@@ -84,7 +86,9 @@ pub(super) fn build_config(
         baseline: false,
         gpus,
         gpu_count,
-    })
+        prepare: Vec::new(),
+    };
+    Ok((config, steps))
 }
 
 /// The config's id: the phase's (or plan's) `config_id` template filled
@@ -151,18 +155,24 @@ fn vars(raw: &RawPlan, phase: &RawPhase, combo: &Combo) -> IndexMap<String, Stri
     vars
 }
 
-/// The server command as argv, filled for the config.
-fn argv(r: &Resolver, server: &RawServer) -> Result<Vec<String>, PlanError> {
-    let cmd_span = server.command.span();
+/// A command (`server.command`, a prepare step's) as argv, filled for the
+/// config; `what` names it in errors.
+pub(super) fn command_argv(
+    r: &Resolver,
+    command: &toml::Spanned<String>,
+    shell: bool,
+    what: &str,
+) -> Result<Vec<String>, PlanError> {
+    let cmd_span = command.span();
     let split = |text: &str| {
         template::split_words(text).map_err(|e| r.ctx.err(cmd_span.clone(), e.to_string()))
     };
     let mut argv = Vec::new();
-    let words = split(server.command.get_ref())?;
-    if server.shell {
+    let words = split(command.get_ref())?;
+    if shell {
         // The shell reads the command as written (its quotes, pipes and `;`),
         // with the placeholders filled in: one word, run by `sh -c`.
-        let filled = r.resolve(server.command.get_ref(), cmd_span.clone())?;
+        let filled = r.resolve(command.get_ref(), cmd_span.clone())?;
         if !filled.trim().is_empty() {
             argv.push(filled);
         }
@@ -183,10 +193,9 @@ fn argv(r: &Resolver, server: &RawServer) -> Result<Vec<String>, PlanError> {
         }
     }
     if argv.is_empty() {
-        return Err(r.ctx.err(
-            cmd_span,
-            format!("server.command is empty for config `{}`", r.id),
-        ));
+        return Err(r
+            .ctx
+            .err(cmd_span, format!("{what} is empty for config `{}`", r.id)));
     }
     Ok(argv)
 }

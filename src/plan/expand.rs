@@ -26,6 +26,7 @@ pub(super) fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
     let workloads = workloads(ctx, &raw)?;
     let port = server(ctx, &raw)?;
     let patterns = patterns(ctx, &raw)?;
+    super::prepare::check_steps(ctx, &raw)?;
     if raw.phases.get_ref().is_empty() {
         return Err(ctx.err(raw.phases.span(), "a plan needs at least one phase"));
     }
@@ -33,6 +34,10 @@ pub(super) fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
     for phase in raw.phases.get_ref() {
         let phase = expand_phase(ctx, &raw, phase, &workloads, port, &mut out)?;
         out.phases.push(phase);
+    }
+    let (prepare, keys) = super::prepare::assign(std::mem::take(&mut out.steps), raw.prepare.len());
+    for (config, keys) in out.configs.iter_mut().zip(keys) {
+        config.prepare = keys;
     }
     Ok(Plan {
         name,
@@ -45,6 +50,7 @@ pub(super) fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
         configs: out.configs,
         cells: out.cells,
         patterns,
+        prepare,
     })
 }
 
@@ -131,6 +137,8 @@ struct Expanded {
     /// Where each config id was produced, for a duplicate's error.
     config_spans: HashMap<String, Range<usize>>,
     cells: Vec<Cell>,
+    /// The prepare steps as each config (in `configs`' order) fills them.
+    steps: Vec<Vec<super::prepare::Filled>>,
 }
 
 /// One phase: its configs (added to `out` with their cells) and what its
@@ -166,7 +174,7 @@ fn expand_phase(
     let mut phase_configs = Vec::new();
     let mut baseline_found = false;
     for (combo, span) in &combos {
-        let mut config = build_config(ctx, raw, phase, combo, span.clone(), port)?;
+        let (mut config, steps) = build_config(ctx, raw, phase, combo, span.clone(), port)?;
         if let Some(prev) = out.config_spans.get(&config.id) {
             let (l, c) = line_col(ctx.source, prev.start);
             return Err(ctx.err(
@@ -186,6 +194,7 @@ fn expand_phase(
         add_cells(&mut out.cells, &config, &phase_workloads);
         phase_configs.push(config.id.clone());
         out.configs.push(config);
+        out.steps.push(steps);
     }
     if let (Some(b), false) = (&phase.baseline, baseline_found) {
         return Err(ctx.err(b.span(), "no config of this phase matches `baseline`"));
@@ -253,7 +262,7 @@ fn excluded_configs(
         .into_iter()
         .map(|(combo, span)| {
             let config = build_config(ctx, raw, phase, &combo, span.clone(), port)
-                .map(|c| c.id)
+                .map(|(c, _)| c.id)
                 .unwrap_or_else(|_| {
                     combo
                         .iter()

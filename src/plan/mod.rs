@@ -19,6 +19,7 @@ mod expand;
 mod fuzz;
 mod limits;
 mod located;
+pub mod prepare;
 pub mod presets;
 mod prompts;
 mod resolve;
@@ -34,6 +35,7 @@ use serde::Serialize;
 
 pub use describe::{describe, missing_path_hint, missing_requires};
 pub use devices::parse_visible_devices;
+pub use prepare::{Expect, Step};
 pub use presets::{Preset, ServerKind};
 pub use prompts::{builtin_prompt, BUILTIN_PROMPTS};
 pub use schema::{Api, Cache, ForeignGpu, Overflow, ShortRequests};
@@ -216,6 +218,8 @@ pub struct Config {
     pub gpus: Option<Vec<u32>>,
     /// `server.gpus = "auto:N"`: this many free GPUs, picked at launch.
     pub gpu_count: Option<u32>,
+    /// The prepare steps (keys) that must be done before it launches.
+    pub prepare: Vec<String>,
 }
 
 impl Config {
@@ -276,6 +280,8 @@ pub struct Plan {
     pub cells: Vec<Cell>,
     #[serde(skip)]
     pub patterns: Vec<(String, FailureKind)>,
+    /// The prepare steps, each once (configs name theirs by key).
+    pub prepare: Vec<Step>,
 }
 
 impl Plan {
@@ -354,6 +360,10 @@ impl Plan {
 
     pub fn workload(&self, id: &str) -> Option<&Workload> {
         self.workloads.iter().find(|w| w.id == id)
+    }
+
+    pub fn step(&self, key: &str) -> Option<&Step> {
+        self.prepare.iter().find(|s| s.key == key)
     }
 
     pub fn cells_of<'a>(&'a self, config: &'a str) -> impl Iterator<Item = &'a Cell> + 'a {

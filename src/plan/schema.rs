@@ -32,6 +32,47 @@ pub struct RawPlan {
     /// overlap (a phase's own `pack` overrides it).
     #[serde(default)]
     pub pack: bool,
+    /// Steps that put in place what configs need (a model copied into
+    /// `/dev/shm` after a reboot), run before the first config needing them.
+    #[serde(default)]
+    pub prepare: Vec<RawStep>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStep {
+    pub id: Spanned<String>,
+    /// Split into words like `server.command` (or run by `sh -c` with `shell`).
+    pub command: Spanned<String>,
+    #[serde(default)]
+    pub shell: bool,
+    /// What proves the step done: paths that exist (and verify) afterwards.
+    pub creates: Spanned<Vec<Spanned<String>>>,
+    /// The size `creates` has when whole (bytes).
+    #[serde(default)]
+    pub expect_bytes: Option<Spanned<u64>>,
+    /// Where that size is read when the step runs: a source directory (its
+    /// files summed) or `hf:ORG/NAME` (the local Hugging Face snapshot).
+    #[serde(default)]
+    pub expect_from: Option<Spanned<String>>,
+    #[serde(default)]
+    pub verify: Option<RawVerify>,
+    #[serde(default)]
+    pub timeout_s: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub env: IndexMap<String, Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVerify {
+    /// File (relative to the first `creates` path, or absolute) → SHA-256 in hex.
+    #[serde(default)]
+    pub sha256: IndexMap<String, Spanned<String>>,
+    /// The `config.json` of a `creates` directory must hash as this run
+    /// recorded it when its servers loaded it before (a resume).
+    #[serde(default)]
+    pub recorded: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -290,6 +331,9 @@ pub struct RawPhase {
     /// (default: the plan's `pack`).
     #[serde(default)]
     pub pack: Option<bool>,
+    /// Prepare steps (ids) every config of this phase needs.
+    #[serde(default)]
+    pub prepare: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

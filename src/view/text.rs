@@ -4,7 +4,9 @@
 //! line it returns has passed [`display_string`]: server text cannot drive a terminal.
 
 use crate::model::text::display_string;
-use crate::model::{describe_exit, families, CellRecord, Event, Level, Metrics, Status, Value};
+use crate::model::{
+    describe_exit, families, CellRecord, Event, Level, Metrics, PrepareOutcome, Status, Value,
+};
 
 /// The line an event prints, if any.
 pub fn line(ev: &Event) -> Option<String> {
@@ -96,6 +98,53 @@ pub fn line(ev: &Event) -> Option<String> {
                 Level::Error => "error: ",
             }
         ),
+        Event::PrepareStarted {
+            step,
+            command,
+            creates,
+            expect_bytes,
+            configs,
+            ..
+        } => format!(
+            "prepare {step}: starting for {} → {}{}  $ {command}",
+            config_list(configs),
+            creates.join(", "),
+            expect_bytes.map_or_else(String::new, |b| format!(" ({} expected)", bytes(b))),
+        ),
+        Event::PrepareProgress {
+            step,
+            bytes: got,
+            expect_bytes,
+            rate_bps,
+            recorded: true,
+            ..
+        } => format!(
+            "preparing {}",
+            progress(step, *got, *expect_bytes, *rate_bps)
+        ),
+        Event::PrepareEnded {
+            step,
+            outcome,
+            bytes: got,
+            duration_s,
+            message,
+            ..
+        } => match outcome {
+            PrepareOutcome::Present => {
+                format!("prepare {step}: in place already ({})", bytes(*got))
+            }
+            PrepareOutcome::Done => format!(
+                "prepare {step}: done, {} in {} ({}/s)",
+                bytes(*got),
+                duration(*duration_s),
+                bytes((*got as f64 / duration_s.max(0.001)) as u64)
+            ),
+            PrepareOutcome::Failed => format!(
+                "prepare {step}: FAILED after {} — {}",
+                duration(*duration_s),
+                message.as_deref().unwrap_or("")
+            ),
+        },
         Event::SweepFinished {
             ok,
             failed,
@@ -110,6 +159,7 @@ pub fn line(ev: &Event) -> Option<String> {
             format!("sweep interrupted ({reason}); resume with --resume")
         }
         Event::CellStarted { .. }
+        | Event::PrepareProgress { .. }
         | Event::Log { .. }
         | Event::Gpu { .. }
         | Event::Viewers { .. } => return None,
@@ -121,6 +171,67 @@ pub fn line(ev: &Event) -> Option<String> {
         None => text,
     };
     Some(display_string(text))
+}
+
+/// A step's progress: `qwen: 31.2 GB / 52.0 GB · 410 MB/s · ETA 0:51`
+/// (the size alone when the whole is not known).
+pub fn progress(step: &str, got: u64, expect: Option<u64>, rate_bps: f64) -> String {
+    let mut s = match expect {
+        Some(e) => format!("{step}: {} / {}", bytes(got), bytes(e)),
+        None => format!("{step}: {}", bytes(got)),
+    };
+    if rate_bps >= 1.0 {
+        s.push_str(&format!(" · {}/s", bytes(rate_bps as u64)));
+        if let Some(e) = expect.filter(|&e| e > got) {
+            s.push_str(&format!(" · ETA {}", duration((e - got) as f64 / rate_bps)));
+        }
+    }
+    s
+}
+
+/// Bytes in decimal units, as disks and downloads count them: `52.0 GB`,
+/// `410 MB`, `812 B`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1000.0;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if v < 100.0 {
+        format!("{v:.1} {}", UNITS[unit])
+    } else {
+        format!("{v:.0} {}", UNITS[unit])
+    }
+}
+
+/// A duration as a clock reads it: `0:51`, `12:04`, `1:02:03`.
+pub fn duration(s: f64) -> String {
+    let s = if s.is_finite() {
+        s.max(0.0).round() as u64
+    } else {
+        0
+    };
+    let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{sec:02}")
+    } else {
+        format!("{m}:{sec:02}")
+    }
+}
+
+/// `tp1-base`, `tp1-base and tp4-base`, `3 configs`.
+fn config_list(configs: &[String]) -> String {
+    match configs {
+        [] => "the sweep".into(),
+        [one] => one.clone(),
+        [a, b] => format!("{a} and {b}"),
+        many => format!("{} configs", many.len()),
+    }
 }
 
 /// A finished cell in a few words: `ok  389.2 tok/s  ttft p50 85ms …`,

@@ -20,6 +20,13 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
             Level::Warn | Level::Error => t.warning,
         };
         (format!(" {}", f.text), style)
+    } else if let Some(p) = v.preparing.first() {
+        // What the sweep waits for now, as it moves.
+        let more = match v.preparing.len() {
+            1 => String::new(),
+            n => format!(" (+{} more)", n - 1),
+        };
+        (format!(" preparing {}{more}", p.progress()), t.running)
     } else if let Some(a) = v.alert() {
         // The count of each kind when the line has room beside the counts.
         let mut text = format!(" {} {a}", sym.alert);

@@ -275,6 +275,13 @@ fn cell_text(app: &App, config: usize, col: usize, width: usize) -> (String, Sty
     match app.grid.cell(&app.view, app.value_mode(), config, col) {
         CellView::Absent => (String::new(), t.dim),
         CellView::Pending => (sym.pending.to_string(), t.pending),
+        CellView::Preparing(pct) => {
+            let long = pct.map(|p| format!("prep {p}%"));
+            let text = long
+                .filter(|s| s.chars().count() <= width)
+                .unwrap_or_else(|| "prep".into());
+            (text, t.running)
+        }
         CellView::Running => (
             format!("{} run", sym.spinner[app.ui.spinner % sym.spinner.len()]),
             t.running,

@@ -10,6 +10,8 @@ pub enum CellView {
     /// The plan has no such cell.
     Absent,
     Pending,
+    /// Pending, its config waiting for a prepare step (how far, when known).
+    Preparing(Option<u8>),
     Running,
     Queued,
     Excluded,
@@ -46,6 +48,7 @@ impl CellView {
         match self {
             CellView::Absent => "",
             CellView::Pending => "·",
+            CellView::Preparing(_) => "preparing",
             CellView::Running => "running",
             CellView::Queued => "queued",
             CellView::Excluded => "excl",

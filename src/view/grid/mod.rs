@@ -210,6 +210,8 @@ impl Grid {
         let Some(r) = v.records.get(id) else {
             return if excluded {
                 CellView::Excluded
+            } else if let Some(p) = v.preparing_for(&row.id) {
+                CellView::Preparing(p.percent())
             } else {
                 CellView::Pending
             };

@@ -71,6 +71,10 @@ impl ViewState {
             | Event::ServerReady { config, .. }
             | Event::ServerExited { config, .. }
             | Event::ServerStopped { config, .. } => config.clone(),
+            // A step's notes go with its output.
+            Event::PrepareStarted { step, .. } | Event::PrepareEnded { step, .. } => {
+                crate::model::prepare_log_name(step)
+            }
             // The end of the whole sweep belongs to no config.
             Event::SweepFinished { .. } | Event::SweepInterrupted { .. } => String::new(),
             // The config running now (none between configs).
@@ -83,6 +87,7 @@ impl ViewState {
             Event::SweepStarted { .. }
             | Event::CellStarted { .. }
             | Event::CellFinished { .. }
+            | Event::PrepareProgress { .. }
             | Event::Log { .. }
             | Event::Gpu { .. }
             | Event::Viewers { .. } => return,

@@ -8,13 +8,15 @@
 //! (starts, ends, pauses, the header's badge and the ETA), `configs` (configs
 //! starting and their servers), `cells` (running and finished cells, the
 //! alert), `gpu` (samples and which config owns which GPU), `actions` (what
-//! was asked and noticed) and `log` (the log tail and sweeptop's own notes in it).
+//! was asked and noticed), `prepare` (steps running and what they feed) and
+//! `log` (the log tail and sweeptop's own notes in it).
 
 mod actions;
 mod cells;
 mod configs;
 mod gpu;
 mod log;
+mod prepare;
 mod sweep;
 #[cfg(test)]
 mod tests;
@@ -26,6 +28,7 @@ pub use cells::Running;
 pub use configs::{ConfigRun, Server};
 pub use gpu::{GpuView, GPU_HISTORY};
 pub use log::{LineKind, LogLine, LogTail};
+pub use prepare::Preparing;
 pub use sweep::{Shown, Sweep, SweepState};
 
 use crate::model::text::{display, display_string};
@@ -61,6 +64,8 @@ pub struct ViewState {
     pub retry_queued: BTreeMap<String, Timestamp>,
     /// The failed cell that finished last.
     pub last_failure: Option<String>,
+    /// Prepare steps running now, in the order they started.
+    pub preparing: Vec<Preparing>,
     /// The latest warning or error notice.
     pub last_notice: Option<(Level, String)>,
     pub gpu: GpuView,
@@ -188,6 +193,21 @@ impl ViewState {
                 source,
             } => self.action(*at, action, target.as_deref(), source),
             Event::Notice { level, message, .. } => self.notice(*level, message),
+            Event::PrepareStarted {
+                at,
+                step,
+                expect_bytes,
+                configs,
+                ..
+            } => self.prepare_started(*at, step, *expect_bytes, configs),
+            Event::PrepareProgress {
+                at,
+                step,
+                bytes,
+                rate_bps,
+                ..
+            } => self.prepare_progress(*at, step, *bytes, *rate_bps),
+            Event::PrepareEnded { at, step, .. } => self.prepare_ended(*at, step),
             Event::Gpu { snapshot } => self.gpu_sample(snapshot),
             Event::Viewers { count } => self.viewers = Some(*count),
             Event::Log { config, line, mark } => self.log_line(config, line, *mark),
