@@ -18,6 +18,7 @@ mod loadtest;
 mod ls;
 mod open;
 mod report;
+mod resume;
 mod run;
 mod sim_server;
 mod slurm;
@@ -45,6 +46,10 @@ pub struct Cli {
 pub enum Cmd {
     /// Run a sweep from a plan file (or continue one with --resume DIR).
     Run(run::RunArgs),
+    /// After a reboot: resume every unfinished run under a folder (--all),
+    /// re-running the prepare steps they need; or print the systemd unit or
+    /// crontab line that does it at every boot.
+    Resume(resume::ResumeArgs),
     /// Spread a sweep over a Slurm cluster (a job array, one shard per task),
     /// or submit again the shards of one with cells left (--resume SWEEP_DIR).
     Slurm(slurm::SlurmArgs),
@@ -91,6 +96,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Cmd::Run(args) => run::run(args),
         Cmd::Demo(args) => run::demo(args),
+        Cmd::Resume(args) => resume::resume(args),
         Cmd::Slurm(args) => slurm::slurm(args),
         Cmd::Open(args) => open::open(args),
         Cmd::Gpus(args) => gpus::gpus(args),
