@@ -13,6 +13,10 @@ use std::time::Duration;
 
 use common::*;
 
+/// The sha256 of the 3-byte `config.json` the copier writes (`{}` and a
+/// newline).
+const CONFIG_SHA256: &str = "ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356";
+
 /// How long one sweep may take, even on a busy two-core machine.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
@@ -111,6 +115,8 @@ id = "model"
 command = "{} {{model_dir}} 12"
 creates = ["{{model_dir}}"]
 expect_bytes = {expect}
+# The sha256 of the copier's `config.json` ("{{}}" and a newline).
+verify = {{ sha256 = {{ "config.json" = "{CONFIG_SHA256}" }} }}
 timeout_s = 100
 
 [[phases]]
@@ -245,9 +251,11 @@ fn a_failing_step_fails_exactly_the_configs_that_need_it() {
     let root = dir.join("models");
     let r = root.display();
     let wrong = "0".repeat(64);
+    // Config `{m}-{k}` requires `{root}/{m}`: step `m` (and only it), shared
+    // by `m-1` and `m-2`, which fill it the same.
     let text = sim_plan(
         "prepfail",
-        &format!("config_id = \"{{m}}\"\n[vars]\nroot = \"{r}\""),
+        &format!("config_id = \"{{m}}-{{k}}\"\n[vars]\nroot = \"{r}\""),
         "requires = [\"{root}/{m}\"]",
         &format!(
             r#"[[prepare]]
@@ -276,9 +284,16 @@ command = "mkdir -p {r}/d && echo hi > {r}/d/config.json"
 creates = ["{r}/d"]
 expect_bytes = 3
 
+[[prepare]]
+id = "e"
+shell = true
+command = "mkdir -p {r}/e && echo hi > {r}/e/config.json"
+creates = ["{r}/e"]
+expect_bytes = 1000
+
 [[phases]]
 id = "p"
-matrix = {{ m = ["a", "b", "c", "d"] }}
+matrix = {{ m = ["a", "b", "c", "d", "e"], k = ["1", "2"] }}
 "#
         ),
     );
@@ -288,12 +303,13 @@ matrix = {{ m = ["a", "b", "c", "d"] }}
     let done = run_with_deadline(headless_run(&tag, &plan, &out_dir), RUN_LIMIT);
     let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
-    // The sweep itself finished (failed cells are results, not a crash).
-    assert!(done.status.code().is_some(), "{stdout}\n{stderr}");
+    // The sweep finished (failed cells are results: exit 0).
+    assert_eq!(done.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("sweep finished: 1 ok, 3 failed, 0 skipped"),
+        stdout.contains("sweep finished: 2 ok, 8 failed, 0 skipped"),
         "{stdout}\n{stderr}"
     );
+    // The timed-out `sleep` (its own process group) and every server are gone.
     assert!(
         tagged_processes(&tag).is_empty(),
         "processes left: {:?}",
@@ -302,48 +318,74 @@ matrix = {{ m = ["a", "b", "c", "d"] }}
 
     let results = results(&out_dir);
     let cells = by_cell(&results);
-    assert_eq!(cells.len(), 4, "{results:#?}");
-    let expected = [("a", "exit code 1"), ("b", "sha256"), ("c", "timeout_s")];
+    assert_eq!(cells.len(), 10, "{results:#?}");
+    let expected = [
+        ("a", "exit code 1"),
+        ("b", "sha256"),
+        ("c", "timeout_s"),
+        ("e", "expected"),
+    ];
     for (m, says) in expected {
-        let rs = &cells[&format!("{m}/w-ctx256-c1")];
-        assert_eq!(rs.len(), 1, "{rs:#?}");
-        let r = &rs[0];
-        assert_result_line(r);
-        assert_eq!(r["status"], "failed", "{r}");
-        assert_eq!(r["failure"]["kind"], "prepare_failed", "{r}");
-        assert_eq!(r["failure"]["source"], "preflight", "{r}");
-        let message = r["failure"]["message"].as_str().unwrap();
-        assert!(
-            message.starts_with(&format!("prepare step `{m}` failed: ")),
-            "{message}"
-        );
-        assert!(message.contains(says), "{m}: {message}");
+        for k in ["1", "2"] {
+            let rs = &cells[&format!("{m}-{k}/w-ctx256-c1")];
+            assert_eq!(rs.len(), 1, "{rs:#?}");
+            let r = &rs[0];
+            assert_result_line(r);
+            assert_eq!(r["status"], "failed", "{r}");
+            assert_eq!(r["failure"]["kind"], "prepare_failed", "{r}");
+            assert_eq!(r["failure"]["source"], "preflight", "{r}");
+            let message = r["failure"]["message"].as_str().unwrap();
+            assert!(
+                message.starts_with(&format!("prepare step `{m}` failed: ")),
+                "{message}"
+            );
+            assert!(message.contains(says), "{m}: {message}");
+        }
         assert!(
             stdout.contains(&format!("prepare {m}: FAILED after ")),
             "{stdout}"
         );
     }
-    let evidence = cells["a/w-ctx256-c1"][0]["failure"]["evidence"].to_string();
-    assert!(
-        evidence.contains("step a cannot find its source"),
-        "{evidence}"
-    );
-    let d = &cells["d/w-ctx256-c1"];
-    assert_eq!(d.len(), 1);
-    assert_eq!(d[0]["status"], "ok", "{}", d[0]);
+    // Exiting 0 does not make a step done: its target must be whole.
+    for m in ["b", "e"] {
+        let message = cells[&format!("{m}-1/w-ctx256-c1")][0]["failure"]["message"].to_string();
+        assert!(message.contains("exited with code 0, but"), "{message}");
+    }
+    for k in ["1", "2"] {
+        let evidence = cells[&format!("a-{k}/w-ctx256-c1")][0]["failure"]["evidence"].clone();
+        assert!(
+            evidence
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l == "step a cannot find its source"),
+            "{evidence}"
+        );
+        let d = &cells[&format!("d-{k}/w-ctx256-c1")];
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0]["status"], "ok", "{}", d[0]);
+    }
 
     let events = events(&out_dir);
     let started: Vec<&str> = of_kind(&events, "config_starting")
         .iter()
         .map(|e| e["config"].as_str().unwrap())
         .collect();
-    assert_eq!(started, ["d"], "{events:#?}");
+    assert_eq!(started, ["d-1", "d-2"], "{events:#?}");
     for (step, outcome) in [
         ("a", "failed"),
         ("b", "failed"),
         ("c", "failed"),
         ("d", "done"),
+        ("e", "failed"),
     ] {
+        // Each step ran once, for both configs that share it (a failed one
+        // is not run again for the second).
+        let starts = of_kind(&events, "prepare_started")
+            .into_iter()
+            .filter(|e| e["step"] == step)
+            .count();
+        assert_eq!(starts, 1, "{step}: {events:#?}");
         let ended: Vec<_> = of_kind(&events, "prepare_ended")
             .into_iter()
             .filter(|e| e["step"] == step)
@@ -352,7 +394,7 @@ matrix = {{ m = ["a", "b", "c", "d"] }}
         assert_eq!(ended[0]["outcome"], outcome, "{}", ended[0]);
         assert_eq!(
             ended[0]["configs"],
-            serde_json::json!([step]),
+            serde_json::json!([format!("{step}-1"), format!("{step}-2")]),
             "{}",
             ended[0]
         );
@@ -361,8 +403,10 @@ matrix = {{ m = ["a", "b", "c", "d"] }}
         }
     }
     // No server was launched for a config whose step failed.
-    for m in ["a", "b", "c"] {
-        assert!(!out_dir.join(format!("logs/{m}.log")).exists());
+    for m in ["a", "b", "c", "e"] {
+        for k in ["1", "2"] {
+            assert!(!out_dir.join(format!("logs/{m}-{k}.log")).exists());
+        }
     }
     let log = std::fs::read_to_string(out_dir.join("logs/prepare-a.log")).unwrap();
     assert!(log.contains("step a cannot find its source"), "{log}");

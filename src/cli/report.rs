@@ -28,6 +28,7 @@ pub fn report(args: ReportArgs) -> Result<u8> {
             meta: store::run_meta(dir),
             records: results.records,
             servers: store::read_servers(dir),
+            prepared: report::prepared(&store::read_events(dir)),
         });
     }
     let html = report::html(&runs);

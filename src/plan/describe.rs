@@ -36,7 +36,74 @@ pub fn describe(plan: &Plan) -> String {
     for w in &plan.workloads {
         workload_line(&mut s, w);
     }
+    if !plan.prepare.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nprepare steps (run before the first config needing them)"
+        );
+        for step in &plan.prepare {
+            step_lines(&mut s, plan, step);
+        }
+    }
     s
+}
+
+/// A prepare step: what it runs, what it creates and whether that is there
+/// now, how it is known whole, and the configs that need it.
+fn step_lines(s: &mut String, plan: &Plan, step: &super::Step) {
+    let configs: Vec<&str> = plan
+        .configs
+        .iter()
+        .filter(|c| c.prepare.contains(&step.key))
+        .map(|c| c.id.as_str())
+        .collect();
+    let who = match configs.len() {
+        0 => "no config".to_string(),
+        1..=3 => configs.join(", "),
+        n if n == plan.configs.len() => format!("every config ({n})"),
+        n => format!("{n} configs: {} …", configs[..2].join(", ")),
+    };
+    let there = if step
+        .creates
+        .iter()
+        .all(|c| std::path::Path::new(c).exists())
+    {
+        "there now: checked, run only if not whole"
+    } else {
+        "missing now: it will run"
+    };
+    let _ = writeln!(s, "  {}  for {who}", step.key);
+    let _ = writeln!(
+        s,
+        "    $ {}",
+        template::command_line(&step.argv, step.shell)
+    );
+    let _ = writeln!(s, "    creates {} ({there})", step.creates.join(", "));
+    let whole = match &step.expect {
+        super::Expect::Bytes(b) => format!("{b} bytes"),
+        super::Expect::From(f) => format!("the size of {f}"),
+        super::Expect::Unknown => String::new(),
+    };
+    let mut checks = Vec::new();
+    if !whole.is_empty() {
+        checks.push(format!("holds {whole}"));
+    }
+    if !step.sha256.is_empty() {
+        checks.push(format!("{} file(s) hash as listed", step.sha256.len()));
+    }
+    if step.verify_recorded {
+        checks.push("config.json hashes as this run recorded".into());
+    }
+    let checks = if checks.is_empty() {
+        "exists (no expect_bytes, expect_from or verify: a half-done copy would pass)".to_string()
+    } else {
+        checks.join(", ")
+    };
+    let _ = writeln!(
+        s,
+        "    whole when it {checks}; timeout {} s",
+        step.timeout_s
+    );
 }
 
 /// The line on what the config's server kind (its preset) fills in.
@@ -179,8 +246,16 @@ pub fn missing_requires(plan: &Plan) -> Vec<String> {
             need.entry(r.as_str()).or_default().push(c.id.as_str());
         }
     }
+    // A path a prepare step puts in place is not missing: it will be made.
+    let made = |path: &str| {
+        plan.prepare.iter().any(|s| {
+            s.creates
+                .iter()
+                .any(|c| super::prepare::path_within(path, c))
+        })
+    };
     need.into_iter()
-        .filter(|(path, _)| !std::path::Path::new(path).exists())
+        .filter(|(path, _)| !made(path) && !std::path::Path::new(path).exists())
         .map(|(path, configs)| {
             let who = match configs.len() {
                 1..=3 => configs.join(", "),

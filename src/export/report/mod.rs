@@ -31,6 +31,45 @@ pub struct RunReport {
     /// The latest record of each cell.
     pub records: Vec<CellRecord>,
     pub servers: Servers,
+    /// The prepare steps that ran or were found in place, in order.
+    pub prepared: Vec<Prepared>,
+}
+
+/// A prepare step's end, as the run recorded it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    pub at: crate::model::Timestamp,
+    pub step: String,
+    pub outcome: crate::model::PrepareOutcome,
+    pub bytes: u64,
+    pub duration_s: f64,
+    pub message: Option<String>,
+}
+
+/// The prepare steps' ends among a run's events.
+pub fn prepared(events: &[crate::model::Event]) -> Vec<Prepared> {
+    events
+        .iter()
+        .filter_map(|ev| match ev {
+            crate::model::Event::PrepareEnded {
+                at,
+                step,
+                outcome,
+                bytes,
+                duration_s,
+                message,
+                ..
+            } => Some(Prepared {
+                at: *at,
+                step: step.clone(),
+                outcome: *outcome,
+                bytes: *bytes,
+                duration_s: *duration_s,
+                message: message.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// HTML-escaped text: safe in element content and in quoted attributes.
@@ -133,6 +172,7 @@ mod tests {
             meta: None,
             records: vec![r],
             servers: Servers::new(),
+            prepared: Vec::new(),
         }]);
         assert!(!page.contains("<script>"), "{page}");
         assert!(!page.contains("<img"), "{page}");

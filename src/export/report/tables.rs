@@ -53,6 +53,7 @@ pub(super) fn metadata(s: &mut String, run: &RunReport) {
         );
     }
     s.push_str("</table>");
+    prepared(s, run);
     if !run.servers.is_empty() {
         let _ = write!(
             s,
@@ -77,6 +78,37 @@ pub(super) fn metadata(s: &mut String, run: &RunReport) {
         }
         s.push_str("</table>");
     }
+}
+
+/// The prepare steps: when each ended, how, what it put in place, how long.
+fn prepared(s: &mut String, run: &RunReport) {
+    use crate::model::PrepareOutcome;
+    use crate::view::text::{bytes, duration};
+    if run.prepared.is_empty() {
+        return;
+    }
+    s.push_str(
+        "<h3>Prepare steps</h3><table class=\"meta\"><tr><th class=\"l\">step</th>\
+         <th class=\"l\">ended</th><th class=\"l\">outcome</th><th>bytes</th><th>took</th></tr>",
+    );
+    for p in &run.prepared {
+        let outcome = match (p.outcome, &p.message) {
+            (PrepareOutcome::Present, _) => "in place already".to_string(),
+            (PrepareOutcome::Done, _) => "done".to_string(),
+            (PrepareOutcome::Failed, Some(m)) => format!("failed: {m}"),
+            (PrepareOutcome::Failed, None) => "failed".to_string(),
+        };
+        let _ = write!(
+            s,
+            r#"<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+            esc(&p.step),
+            esc(&p.at.to_string()),
+            esc(&outcome),
+            esc(&bytes(p.bytes)),
+            esc(&duration(p.duration_s))
+        );
+    }
+    s.push_str("</table>");
 }
 
 /// The grid in `mode`, toned as the dashboard tones it.
