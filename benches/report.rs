@@ -71,6 +71,7 @@ matrix = { budget = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 
         meta: None,
         records,
         servers: Servers::new(),
+        prepared: Vec::new(),
     };
     let mut best = f64::MAX;
     let mut size = 0;

@@ -21,7 +21,7 @@
 //! | 1 | [`detect`] | classifying server log lines, HTTP error bodies and exits; the validator that alone decides `ok`, judging the metrics and the plan's checks it is handed | — |
 //! | 1 | [`gpu`] | telemetry (NVML, simulated, none) on its own thread; per-cell GPU figures | — |
 //! | 1 | [`store`] | the run directory: fsynced results, events, logs, request records; reading runs back; a sweep directory of shards read as one | — |
-//! | 2 | [`engine`] | the sweep, one file per step: its start and end, scheduling configs in lanes (side by side where a phase packs), placing them on GPUs, the shared state, preflight, launch, and **the one cell pipeline** that `loadtest` runs too | — |
+//! | 2 | [`engine`] | the sweep, one file per step: its start and end, scheduling configs in lanes (side by side where a phase packs), placing them on GPUs, the shared state, prepare steps (what a config needs put in place first), preflight, launch, and **the one cell pipeline** that `loadtest` runs too | — |
 //! | 2 | [`control`] | the attach protocol over the run directory's socket, and its commands file for sweeps on other machines | `engine` (its channels and commands) |
 //! | 3 | [`view`] | the read model every view folds from events, the grid, events and metrics in words, replay of a run directory, a sweep directory's shards followed as one feed | — |
 //! | 3 | [`tui`], [`export`], [`headless`] | the dashboard, CSV/JSON/Markdown, the HTML report and run comparisons, line progress: rendering [`view`] | `view`; `tui` also `export` (the `e` key) |
@@ -45,7 +45,8 @@
 //! `cli::run` parses the plan ([`plan::Plan`]: configs × cells with stable
 //! ids) and opens a run directory ([`store::RunDir`]). The [`engine`] walks the
 //! phases, placing each config on GPUs (one at a time, or side by side in a
-//! phase that packs), and per config: preflight, launch the server (its log
+//! phase that packs), and per config: its prepare steps (run once, shared),
+//! preflight, launch the server (its log
 //! lines go through [`detect::LogWatch`] as they are read), and for each cell
 //! the cell pipeline: prompts fitted to the context target, warm-up, then
 //! [`load::run_cell`], which folds every finished request into

@@ -19,6 +19,10 @@ use crate::model::{CellRecord, Command, Event, Failure, Level, Status, Timestamp
 use crate::plan::{Cell, Plan};
 use crate::store::Recorder;
 
+/// A prepare step's end as the configs waiting for it see it (`None` while
+/// it runs).
+pub(super) type StepEnd = Option<Result<(), Failure>>;
+
 /// What every lane of a sweep shares.
 pub(crate) struct Core {
     pub(super) plan: Arc<Plan>,
@@ -57,7 +61,7 @@ pub(crate) struct Book {
     /// Each running cell and the configs that ran beside it so far.
     pub(super) beside: HashMap<String, BTreeSet<String>>,
     /// The prepare steps started in this sweep, by key, and how each ended.
-    pub(super) steps: HashMap<String, watch::Receiver<super::prepare::StepEnd>>,
+    pub(super) steps: HashMap<String, watch::Receiver<StepEnd>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

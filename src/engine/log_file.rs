@@ -39,6 +39,15 @@ pub enum Cut {
     Dropping,
 }
 
+/// Bytes in MiB as the plan gives them: `512`, or `0.5` below one.
+fn mib(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        (bytes >> 20).to_string()
+    } else {
+        format!("{:.1}", bytes as f64 / f64::from(1u32 << 20))
+    }
+}
+
 pub struct LogFile {
     path: PathBuf,
     /// The cap in bytes (0: none).
@@ -99,10 +108,10 @@ impl LogFile {
             };
             let note = format!(
                 "[sweeptop: this log reached half of limits.log_max_mb ({} MB): later lines are in {} and {}, which keep the newest {} MB]\n",
-                self.max >> 20,
+                mib(self.max),
                 name(1),
                 name(2),
-                self.max >> 21
+                mib(self.max / 2)
             );
             self.head.write_all(note.as_bytes())?;
             self.head.flush()?;

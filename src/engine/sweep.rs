@@ -25,6 +25,10 @@ use crate::store::{self, RunDir};
 const END_DEADLINE_FINISHED: Duration = Duration::from_secs(60);
 const END_DEADLINE_INTERRUPTED: Duration = Duration::from_secs(10);
 
+/// How long the end of a sweep waits for prepare steps still running to
+/// stop (SIGINT, grace, SIGTERM, SIGKILL).
+const STEPS_SETTLE: Duration = Duration::from_secs(20);
+
 /// A sweep, ready to run.
 pub struct Engine {
     core: Arc<Core>,
@@ -180,6 +184,8 @@ impl Engine {
         };
         let watchdog = tokio::spawn(watch_run_dir(core.clone()));
         let flow = schedule::schedule(core.clone()).await;
+        // A step still running (a quit stops it) ends before the sweep does.
+        super::prepare::settled(&core, STEPS_SETTLE).await;
         if let Some(g) = core.gpu() {
             // One sample after the last server stopped, so views end on the
             // GPUs' real state rather than the last busy sample.

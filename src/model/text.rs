@@ -282,6 +282,41 @@ pub fn to_json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Re
 
 /// Hostile strings seen in or made after real server output: every one must
 /// come out of [`display`] with no control, escape or invisible character.
+/// Bytes in decimal units, as disks and downloads count them: `52.0 GB`,
+/// `410 MB`, `812 B`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1000.0;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if v < 100.0 {
+        format!("{v:.1} {}", UNITS[unit])
+    } else {
+        format!("{v:.0} {}", UNITS[unit])
+    }
+}
+
+/// A duration as a clock reads it: `0:51`, `12:04`, `1:02:03`.
+pub fn duration(s: f64) -> String {
+    let s = if s.is_finite() {
+        s.max(0.0).round() as u64
+    } else {
+        0
+    };
+    let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{sec:02}")
+    } else {
+        format!("{m}:{sec:02}")
+    }
+}
+
 #[cfg(test)]
 pub(crate) const HOSTILE: &[&str] = &[
     "\u{1b}[2J\u{1b}[HERROR clear screen",

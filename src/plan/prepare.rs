@@ -11,9 +11,8 @@ use std::collections::HashSet;
 use indexmap::IndexMap;
 use serde::Serialize;
 
-use super::config::command_argv;
 use super::located::{seconds, valid_id, Ctx};
-use super::resolve::Resolver;
+use super::resolve::{command_argv, Resolver};
 use super::schema::{RawPhase, RawPlan, RawStep};
 use super::PlanError;
 
@@ -277,7 +276,7 @@ pub(super) fn assign(
     for config in &filled {
         let mut mine = Vec::new();
         for f in config {
-            if !(f.linked || !linked_anywhere[f.index]) {
+            if !f.linked && linked_anywhere[f.index] {
                 continue;
             }
             let list = &mut distinct[f.index];

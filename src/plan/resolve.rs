@@ -126,3 +126,48 @@ impl Resolver<'_> {
         }
     }
 }
+
+/// A command (`server.command`, a prepare step's) as argv, filled for the
+/// config; `what` names it in errors.
+pub(super) fn command_argv(
+    r: &Resolver,
+    command: &toml::Spanned<String>,
+    shell: bool,
+    what: &str,
+) -> Result<Vec<String>, PlanError> {
+    let cmd_span = command.span();
+    let split = |text: &str| {
+        template::split_words(text).map_err(|e| r.ctx.err(cmd_span.clone(), e.to_string()))
+    };
+    let mut argv = Vec::new();
+    let words = split(command.get_ref())?;
+    if shell {
+        // The shell reads the command as written (its quotes, pipes and `;`),
+        // with the placeholders filled in: one word, run by `sh -c`.
+        let filled = r.resolve(command.get_ref(), cmd_span.clone())?;
+        if !filled.trim().is_empty() {
+            argv.push(filled);
+        }
+    } else {
+        for w in &words {
+            let filled = r.resolve(w, cmd_span.clone())?;
+            // A word that was only a placeholder and came out empty is dropped, so an
+            // optional `{extra_args}` can be empty. A filled value with spaces is
+            // split into words as well, so `{spec_args}` can carry several flags.
+            if w.trim().starts_with('{')
+                && w.trim().ends_with('}')
+                && template::placeholders(w).len() == 1
+            {
+                argv.extend(split(&filled)?);
+            } else {
+                argv.push(filled);
+            }
+        }
+    }
+    if argv.is_empty() {
+        return Err(r
+            .ctx
+            .err(cmd_span, format!("{what} is empty for config `{}`", r.id)));
+    }
+    Ok(argv)
+}

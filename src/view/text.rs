@@ -3,7 +3,7 @@
 //! notes in the log pane, the details view and `loadtest`'s report. Every
 //! line it returns has passed [`display_string`]: server text cannot drive a terminal.
 
-use crate::model::text::display_string;
+use crate::model::text::{bytes, display_string, duration};
 use crate::model::{
     describe_exit, families, CellRecord, Event, Level, Metrics, PrepareOutcome, Status, Value,
 };
@@ -187,41 +187,6 @@ pub fn progress(step: &str, got: u64, expect: Option<u64>, rate_bps: f64) -> Str
         }
     }
     s
-}
-
-/// Bytes in decimal units, as disks and downloads count them: `52.0 GB`,
-/// `410 MB`, `812 B`.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
-    if n < 1000 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1000.0;
-    let mut unit = 0;
-    while v >= 1000.0 && unit + 1 < UNITS.len() {
-        v /= 1000.0;
-        unit += 1;
-    }
-    if v < 100.0 {
-        format!("{v:.1} {}", UNITS[unit])
-    } else {
-        format!("{v:.0} {}", UNITS[unit])
-    }
-}
-
-/// A duration as a clock reads it: `0:51`, `12:04`, `1:02:03`.
-pub fn duration(s: f64) -> String {
-    let s = if s.is_finite() {
-        s.max(0.0).round() as u64
-    } else {
-        0
-    };
-    let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
-    if h > 0 {
-        format!("{h}:{m:02}:{sec:02}")
-    } else {
-        format!("{m}:{sec:02}")
-    }
 }
 
 /// `tp1-base`, `tp1-base and tp4-base`, `3 configs`.

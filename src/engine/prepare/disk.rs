@@ -9,8 +9,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::model::text::bytes;
 use crate::plan::Step;
-use crate::view::text::bytes;
 
 /// The most entries a size walk visits (a model is tens of files; a
 /// `creates` that names `/` must not walk the machine).
@@ -218,6 +218,7 @@ pub fn room_for(step: &Step, expect: Option<u64>, have: u64) -> Result<(), Strin
         let Ok(vfs) = nix::sys::statvfs::statvfs(&dir) else {
             continue;
         };
+        #[allow(clippy::unnecessary_cast)] // u32 on some platforms
         let free = (vfs.blocks_available() as u64).saturating_mul(vfs.fragment_size() as u64);
         if free < need {
             let kind = fs_kind(&dir);

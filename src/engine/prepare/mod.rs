@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::core::{Core, Skip};
+use super::core::{Core, Skip, StepEnd};
 use super::process;
 use super::server::{Launch, Server};
 use super::EngineError;
@@ -27,9 +27,6 @@ use crate::model::{
 };
 use crate::plan::{Cell, Config, Expect, Step};
 use disk::Whole;
-
-/// A step's end as its waiters see it (`None` while it runs).
-pub(super) type StepEnd = Option<Result<(), Failure>>;
 
 /// How long looking at a target may take (hashing a listed file, a size
 /// walk on a slow mount) before the look is given up.
@@ -112,6 +109,18 @@ pub(super) async fn wait_for_steps(
     Ok(Waited::Ready)
 }
 
+/// Wait (at most `limit`) until every step started in this sweep has
+/// ended: a quit stops them, and their end is told before the sweep's.
+pub(super) async fn settled(core: &Core, limit: Duration) {
+    let running: Vec<watch::Receiver<StepEnd>> = core.book().steps.values().cloned().collect();
+    let _ = tokio::time::timeout(limit, async {
+        for mut end in running {
+            let _ = end.wait_for(Option::is_some).await;
+        }
+    })
+    .await;
+}
+
 /// The end of `step`'s run in this sweep, started now if it was not (or
 /// if it failed and the user asked for a retry since).
 fn step_run(core: &Arc<Core>, step: &Step) -> watch::Receiver<StepEnd> {
@@ -183,13 +192,8 @@ async fn run_step(core: &Arc<Core>, step: &Step) -> Result<(), Failure> {
         configs: configs.clone(),
     };
     let fail = |why: String, bytes: u64, evidence: Vec<String>| {
-        let failure = step_failure(step, why, evidence);
-        core.emit(ended(
-            PrepareOutcome::Failed,
-            bytes,
-            Some(failure.message.clone()),
-        ));
-        Err(failure)
+        core.emit(ended(PrepareOutcome::Failed, bytes, Some(why.clone())));
+        Err(step_failure(step, why, evidence))
     };
     let expect = match expected(core, step).await {
         Ok(e) => e,
@@ -302,7 +306,7 @@ async fn expected(core: &Core, step: &Step) -> Result<Option<u64>, String> {
                         format!(
                             "prepare {}: expects {} (from {source})",
                             step.key,
-                            crate::view::text::bytes(n)
+                            crate::model::text::bytes(n)
                         ),
                     );
                     Ok(Some(n))

@@ -82,8 +82,8 @@ pub(super) fn metadata(s: &mut String, run: &RunReport) {
 
 /// The prepare steps: when each ended, how, what it put in place, how long.
 fn prepared(s: &mut String, run: &RunReport) {
+    use crate::model::text::{bytes, duration};
     use crate::model::PrepareOutcome;
-    use crate::view::text::{bytes, duration};
     if run.prepared.is_empty() {
         return;
     }
