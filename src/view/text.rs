@@ -280,6 +280,29 @@ mod tests {
     use super::*;
     use crate::model::{sample_metrics, sample_record};
 
+    #[test]
+    fn line_views_print_a_steps_recorded_progress_only() {
+        let at = crate::model::Timestamp::parse("2026-12-07T01:00:00Z").unwrap();
+        let progress = |recorded| Event::PrepareProgress {
+            at,
+            step: "model".into(),
+            bytes: 12_500_000,
+            expect_bytes: Some(52_000_000_000),
+            rate_bps: 410e6,
+            recorded,
+        };
+        assert_eq!(line(&progress(false)), None);
+        let l = line(&progress(true)).unwrap();
+        assert!(
+            l.ends_with("preparing model: 12.5 MB / 52.0 GB · 410 MB/s · ETA 2:07"),
+            "{l}"
+        );
+        assert_eq!(bytes(999), "999 B");
+        assert_eq!(bytes(1_000_000_000_000_000), "1.0 PB");
+        assert_eq!(duration(3723.0), "1:02:03");
+        assert_eq!(duration(f64::NAN), "0:00");
+    }
+
     fn record(status: Status) -> CellRecord {
         sample_record(
             "tp1-baseline/code-ctx1024-c1",

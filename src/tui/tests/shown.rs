@@ -283,3 +283,69 @@ fn the_eta_waits_until_cells_were_measured() {
     let h = header(&mut app);
     assert!(h.contains("ETA …") && !h.contains("ETA 0"), "{h}");
 }
+
+#[test]
+fn a_running_prepare_step_is_shown_where_its_configs_wait() {
+    let mut s = Story::new();
+    let t = s.tick();
+    s.events.push(Event::PrepareStarted {
+        at: t,
+        step: "model".into(),
+        command: "rsync -a /data/m/ /dev/shm/m/".into(),
+        creates: vec!["/dev/shm/m".into()],
+        expect_bytes: Some(52_000_000_000),
+        configs: vec!["tp1-baseline".into(), "tp1-dflash".into()],
+    });
+    let t = s.tick();
+    s.events.push(Event::PrepareProgress {
+        at: t,
+        step: "model".into(),
+        bytes: 31_200_000_000,
+        expect_bytes: Some(52_000_000_000),
+        rate_bps: 410e6,
+        recorded: false,
+    });
+    let (mut app, _rx) = live(s.view());
+    let text = screen(&render(&mut app, 120, 40));
+    let alert = text.lines().nth(1).unwrap_or_default();
+    assert!(
+        alert.contains("preparing model: 31.2 GB / 52.0 GB · 410 MB/s · ETA 0:51"),
+        "{text}"
+    );
+    for (config, waits) in [
+        ("tp1-baseline ", true),
+        ("tp1-dflash ", true),
+        ("tp1-ddtree-b4 ", false),
+    ] {
+        let row = text
+            .lines()
+            .find(|l| l.contains(config) && !l.contains("phase"))
+            .unwrap_or_default();
+        assert_eq!(
+            row.matches("prep 60%").count() >= 5,
+            waits,
+            "{config}: {row}"
+        );
+    }
+    // Its end: the grid and the alert line go back to what they were.
+    let t = s.tick();
+    s.events.push(Event::PrepareEnded {
+        at: t,
+        step: "model".into(),
+        outcome: crate::model::PrepareOutcome::Done,
+        bytes: 52_000_000_000,
+        duration_s: 127.0,
+        message: None,
+        configs: vec!["tp1-baseline".into(), "tp1-dflash".into()],
+    });
+    let (mut app, _rx) = live(s.view());
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(
+        !text.contains("preparing") && !text.contains("prep "),
+        "{text}"
+    );
+    assert!(
+        text.contains("prepare model: done, 52.0 GB in 2:07"),
+        "{text}"
+    );
+}
