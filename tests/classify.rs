@@ -87,12 +87,12 @@ fn classify_ended(input: &str, args: &[&str]) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    // A refused argument ends it before it reads: its stdin is then closed
+    // (a broken pipe here is that, not a failure).
+    let written = child.stdin.take().unwrap().write_all(input.as_bytes());
+    if let Err(e) = written {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+    }
     child.wait_with_output().unwrap()
 }
 
