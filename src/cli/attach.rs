@@ -269,9 +269,16 @@ fn dashboard(dir: &Path, view_args: &ViewArgs) -> Result<u8> {
             let _ = writer.send(req.command, Some(&req.source)).await;
         }
         dashboard.engine_done();
-        let _ = tokio::task::spawn_blocking(move || dashboard.join()).await;
+        let retry = tokio::task::spawn_blocking(move || dashboard.join())
+            .await
+            .ok()
+            .flatten();
         if let Some(r) = refused {
             return Err(user(r));
+        }
+        // A retry asked for after the sweep ended runs here, in this terminal.
+        if let Some(targets) = retry.filter(|_| !crate::control::is_live(dir)) {
+            return super::run::retry_here(dir, &targets);
         }
         // Left with `d` (or the window closed) while the sweep goes on: say
         // so, and how to come back.
@@ -375,7 +382,13 @@ async fn sweep_dashboard(
         send_keys(&mut sender, &feed, req, &host, &bus).await;
     }
     dashboard.engine_done();
-    let _ = tokio::task::spawn_blocking(move || dashboard.join()).await;
+    let retry = tokio::task::spawn_blocking(move || dashboard.join())
+        .await
+        .ok()
+        .flatten();
+    if let Some(targets) = retry {
+        return super::run::retry_here(dir, &targets);
+    }
     Ok(0)
 }
 

@@ -46,7 +46,10 @@ pub fn open(args: OpenArgs) -> Result<u8> {
             .unwrap_or_default();
         format!("this run is still going{pid}: what you see is a snapshot")
     });
-    let code = crate::tui::show_recorded(view, args.dir.clone(), setup, warning)
+    let (code, retry) = crate::tui::show_recorded(view, args.dir.clone(), setup, warning)
         .context(|| "cannot use the terminal".into())?;
+    if let Some(targets) = retry {
+        return super::run::retry_here(&args.dir, &targets);
+    }
     Ok(u8::try_from(code).unwrap_or(1))
 }

@@ -246,7 +246,48 @@ fn sweep(
     // Blocking work still running on a file that hangs does not hold the
     // exit up.
     rt.shutdown_timeout(Duration::from_secs(2));
+    if let (Ok(_), Some((dir, targets))) = (&done, RETRY_AFTER.get()) {
+        return retry_here(dir, targets);
+    }
     done
+}
+
+/// A retry asked for in the dashboard after the end (`r`, `R`): run once
+/// the sweep has let go of its run directory.
+static RETRY_AFTER: std::sync::OnceLock<(PathBuf, Vec<String>)> = std::sync::OnceLock::new();
+
+/// `sweeptop run --resume DIR --retry TARGETS…` in this terminal, in place
+/// of this process (its dashboard takes the screen); returns only when it
+/// could not be started.
+pub fn retry_here(dir: &Path, targets: &[String]) -> Result<u8> {
+    use std::os::unix::process::CommandExt;
+    if store::sweep::Sweep::open(dir).is_some() {
+        // Each shard is its own run: the retry is resumed in its directory.
+        super::print(&format!(
+            "to retry {t} in a sweep directory, resume the shard that ran it: \
+             sweeptop run --resume {d}/{s}/<i> --retry {t}\n",
+            t = targets.join(" "),
+            d = dir.display(),
+            s = store::sweep::SHARDS,
+        ))?;
+        return Ok(0);
+    }
+    let exe = std::env::current_exe().context(|| "cannot find this program".into())?;
+    let mut argv = vec![
+        "run".to_string(),
+        "--resume".into(),
+        dir.display().to_string(),
+        "--retry".into(),
+    ];
+    argv.extend(targets.iter().cloned());
+    eprintln!(
+        "retrying: sweeptop {}",
+        crate::plan::template::join_words(&argv)
+    );
+    let err = std::process::Command::new(exe).args(&argv).exec();
+    Err(super::Error::Internal(
+        color_eyre::eyre::Report::new(err).wrap_err("cannot start the retry"),
+    ))
 }
 
 /// `--detach`: the sweep in the background, in the run directory it will
@@ -335,8 +376,16 @@ async fn dashboard_done(
 ) {
     d.engine_done();
     let detached = d.detached.clone();
-    let _ = tokio::task::spawn_blocking(move || d.join()).await;
+    let retry = tokio::task::spawn_blocking(move || d.join())
+        .await
+        .ok()
+        .flatten();
     if detached.load(Ordering::SeqCst) {
+        return;
+    }
+    if let Some(targets) = retry {
+        // Run once this process has let go of the run (after the runtime).
+        let _ = RETRY_AFTER.set((run_path.to_path_buf(), targets));
         return;
     }
     let _ = match outcome {

@@ -14,6 +14,8 @@ pub enum Key {
     SkipConfig,
     SkipCell,
     Retry,
+    /// Every failed cell of the run, again.
+    RetryAll,
     Exclude,
     Export,
     Quit,
@@ -88,9 +90,16 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         key: Key::Retry,
         name: "retry",
-        help: "retry the selected failed/skipped cell (the config when its row is selected)",
+        help: "retry the selected failed/skipped cell (the row label: its config); after the end asks, then runs it",
         defaults: &["r"],
         hint: Some("retry"),
+    },
+    Binding {
+        key: Key::RetryAll,
+        name: "retry_all",
+        help: "retry every failed cell of the run (after the end asks, then runs them)",
+        defaults: &["R"],
+        hint: None,
     },
     Binding {
         key: Key::Exclude,

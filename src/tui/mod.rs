@@ -100,7 +100,7 @@ pub fn show_recorded(
     run_dir: PathBuf,
     setup: Setup,
     warning: Option<String>,
-) -> std::io::Result<i32> {
+) -> std::io::Result<(i32, Option<Vec<String>>)> {
     let mouse = setup.look.mouse;
     let mut app = App::new(
         view,
@@ -124,10 +124,11 @@ pub fn show_recorded(
     let end = terminal::frame_loop(&mut app, &rx, disk, false);
     stop.store(true, Ordering::SeqCst);
     drop(guard);
-    Ok(match end {
+    let code = match end {
         LoopEnd::Exit | LoopEnd::Closed => 0,
         LoopEnd::Detached | LoopEnd::Restored => 1,
-    })
+    };
+    Ok((code, app.then_retry.take()))
 }
 
 /// A live dashboard running on its own thread beside the engine.
@@ -139,6 +140,8 @@ pub struct Dashboard {
     stop_keys: Arc<AtomicBool>,
     /// Set when the view went away (hangup, panic) and the sweep runs on without it.
     pub detached: Arc<AtomicBool>,
+    /// A retry the user asked for after the end (`--retry` targets).
+    retry: Arc<std::sync::Mutex<Option<Vec<String>>>>,
 }
 
 /// Bounded so a stalled terminal cannot make the view hoard memory; log lines
@@ -169,6 +172,8 @@ impl Dashboard {
         terminal::spawn_input_reader(input.clone(), stop_keys.clone());
         let detached = Arc::new(AtomicBool::new(false));
         let detached_flag = detached.clone();
+        let retry = Arc::new(std::sync::Mutex::new(None));
+        let retry_asked = retry.clone();
         let thread = std::thread::Builder::new()
             .name("sweeptop-tui".into())
             .spawn(move || {
@@ -188,6 +193,9 @@ impl Dashboard {
                     terminal::frame_loop(&mut app, &rx, disk, true)
                 }));
                 drop(guard);
+                if let Ok(mut r) = retry_asked.lock() {
+                    *r = app.then_retry.take();
+                }
                 match end {
                     Ok(LoopEnd::Exit) | Ok(LoopEnd::Closed) => {}
                     Ok(LoopEnd::Detached) => {
@@ -210,6 +218,7 @@ impl Dashboard {
             done: Some(done_tx),
             stop_keys,
             detached,
+            retry,
         })
     }
 
@@ -221,12 +230,14 @@ impl Dashboard {
         }
     }
 
-    /// Wait for the dashboard to close; the terminal is restored when this returns.
-    pub fn join(mut self) {
+    /// Wait for the dashboard to close; the terminal is restored when this
+    /// returns. A retry the user asked for after the end: its `--retry` targets.
+    pub fn join(mut self) -> Option<Vec<String>> {
         self.engine_done();
         let _ = self.thread.join();
         self.stop_keys.store(true, Ordering::SeqCst);
         terminal::restore();
+        self.retry.lock().ok().and_then(|mut r| r.take())
     }
 
     /// A way to close the dashboard from elsewhere (a signal handler).

@@ -1854,3 +1854,121 @@ fn configs_side_by_side_are_all_shown_and_a_skip_goes_to_the_selected_one() {
         .as_ref()
         .is_some_and(|f| f.text.contains("tp1-dflash")));
 }
+
+#[test]
+fn after_the_end_r_and_shift_r_ask_then_run_the_retry() {
+    let story = crash_story();
+    let failed: Vec<String> = {
+        let v = story.view();
+        let mut f: Vec<String> = v
+            .records
+            .values()
+            .filter(|r| r.status == Status::Failed)
+            .map(|r| r.cell.clone())
+            .collect();
+        f.sort();
+        f
+    };
+    assert!(failed.len() > 1);
+    let open = || {
+        App::new(
+            story.view(),
+            Mode::ReadOnly,
+            PathBuf::from("runs/demo"),
+            Keymap::default(),
+            Theme::dark(),
+            look(),
+        )
+    };
+    let asked = |app: &App| match &app.ui.overlay {
+        Overlay::Confirm { what, .. } => what.clone(),
+        other => panic!("no question: {other:?}"),
+    };
+    // `r` on the crashed config's row: its failed cells, named and counted.
+    let mut app = open();
+    press(&mut app, KeyCode::Char('g'));
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Down);
+    }
+    assert_eq!(app.grid.configs[app.ui.sel_config].id, "tp1-ddtree-b8");
+    for _ in 0..8 {
+        press(&mut app, KeyCode::Char('h'));
+    }
+    assert_eq!(app.ui.sel_col, None);
+    press(&mut app, KeyCode::Char('r'));
+    assert_eq!(
+        asked(&app),
+        format!(
+            "retry the {} failed cells of tp1-ddtree-b8 on a fresh server",
+            failed
+                .iter()
+                .filter(|c| c.starts_with("tp1-ddtree-b8/"))
+                .count()
+        )
+    );
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(text.contains("failed cells of tp1-ddtree-b8"), "{text}");
+    // Any other key is no: nothing runs.
+    press(&mut app, KeyCode::Char('j'));
+    assert_eq!(app.ui.overlay, Overlay::None);
+    assert!(!app.exit && app.then_retry.is_none());
+    // `R`: every failed cell; yes leaves the view with the retry to run.
+    press(&mut app, KeyCode::Char('R'));
+    assert_eq!(
+        asked(&app),
+        format!(
+            "retry all {} failed cells on fresh servers ({} configs)",
+            failed.len(),
+            story
+                .view()
+                .records
+                .values()
+                .filter(|r| r.status == Status::Failed)
+                .map(|r| r.config.clone())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        )
+    );
+    press(&mut app, KeyCode::Char('y'));
+    assert!(app.exit);
+    assert_eq!(app.then_retry, Some(vec!["failed".to_string()]));
+    // `r` on one failed cell: that cell.
+    let mut app = open();
+    press(&mut app, KeyCode::Char('g'));
+    for _ in 0..3 {
+        press(&mut app, KeyCode::Down);
+    }
+    press(&mut app, KeyCode::Right);
+    let cell = app.selected_record().map(|r| r.cell.clone()).unwrap();
+    press(&mut app, KeyCode::Char('r'));
+    assert_eq!(asked(&app), format!("retry {cell} on a fresh server"));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.then_retry, Some(vec![cell]));
+    // On an ok cell: refused, no question.
+    let mut app = open();
+    press(&mut app, KeyCode::Char('g'));
+    press(&mut app, KeyCode::Char('r'));
+    assert_eq!(app.ui.overlay, Overlay::None);
+    assert!(!app.exit);
+    assert_eq!(app.ui.flash.as_ref().map(|f| f.level), Some(Level::Warn));
+
+    // The sweep's own dashboard once it has ended: the same.
+    let (mut app, _rx) = live(story.view());
+    app.update(Action::EngineDone);
+    press(&mut app, KeyCode::Char('R'));
+    press(&mut app, KeyCode::Char('y'));
+    assert_eq!(app.then_retry, Some(vec!["failed".to_string()]));
+
+    // While it runs, `R` queues every failed cell for the end of the sweep.
+    let (mut app, mut rx) = live(story.view());
+    press(&mut app, KeyCode::Char('R'));
+    let mut queued = Vec::new();
+    while let Ok(r) = rx.try_recv() {
+        match r.command {
+            Command::Retry { target } => queued.push(target),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(queued, failed);
+    assert!(!app.exit && app.then_retry.is_none());
+}

@@ -84,7 +84,144 @@ impl App {
             .then(|| selected.id.clone())
     }
 
+    /// What `r` or `R` retries once the sweep has ended (or in `open`):
+    /// its `--retry` targets and the question that names them. `r` on a
+    /// failed or skipped cell: that cell; on a config's row: its failed
+    /// cells (all its cells when none failed); `R`: every failed cell.
+    pub(super) fn retry_after_end(&self, k: Key) -> Option<(Vec<String>, String)> {
+        let failed = |config: Option<&str>| -> Vec<String> {
+            let mut cells: Vec<String> = self
+                .view
+                .records
+                .values()
+                .filter(|r| r.status == Status::Failed)
+                .filter(|r| config.is_none_or(|c| r.config == c))
+                .map(|r| r.cell.clone())
+                .collect();
+            cells.sort();
+            cells
+        };
+        let cells = |n: usize| format!("{n} failed cell{}", if n == 1 { "" } else { "s" });
+        if k == Key::RetryAll {
+            let all = failed(None);
+            if all.is_empty() {
+                return None;
+            }
+            let configs: std::collections::BTreeSet<&str> = self
+                .view
+                .records
+                .values()
+                .filter(|r| r.status == Status::Failed)
+                .map(|r| r.config.as_str())
+                .collect();
+            let servers = if configs.len() == 1 {
+                "a fresh server".to_string()
+            } else {
+                format!("fresh servers ({} configs)", configs.len())
+            };
+            return Some((
+                vec!["failed".into()],
+                format!("retry all {} on {servers}", cells(all.len())),
+            ));
+        }
+        let config = self.grid.configs.get(self.ui.sel_config)?;
+        match self.ui.sel_col {
+            Some(col) => {
+                let cell = self.grid.cell_id(&config.id, col)?;
+                let r = self.view.records.get(cell)?;
+                matches!(r.status, Status::Failed | Status::Skipped).then(|| {
+                    (
+                        vec![cell.to_string()],
+                        format!("retry {cell} on a fresh server"),
+                    )
+                })
+            }
+            None => {
+                let mine = failed(Some(&config.id));
+                if mine.is_empty() {
+                    let n = self
+                        .view
+                        .plan
+                        .as_ref()
+                        .map_or(0, |p| p.cells_of(&config.id).count());
+                    return Some((
+                        vec![config.id.clone()],
+                        format!(
+                            "measure all {n} cells of {} again on a fresh server",
+                            config.id
+                        ),
+                    ));
+                }
+                let words = format!(
+                    "retry the {} of {} on a fresh server",
+                    cells(mine.len()),
+                    config.id
+                );
+                Some((mine, words))
+            }
+        }
+    }
+
+    /// `R`: during the sweep every failed cell is queued to run again at
+    /// the end; after it, the retry runs (asked first).
+    pub(super) fn retry_all(&mut self) -> Redraw {
+        if !self.sweep_live() {
+            return self.retry_now(Key::RetryAll);
+        }
+        let mut cells: Vec<String> = self
+            .view
+            .records
+            .values()
+            .filter(|r| r.status == Status::Failed)
+            .map(|r| r.cell.clone())
+            .collect();
+        cells.sort();
+        if cells.is_empty() {
+            self.flash(Level::Info, "no failed cell to retry".into());
+            return Redraw::Now;
+        }
+        let mut sent = 0;
+        for cell in &cells {
+            if !self.send(Command::Retry {
+                target: cell.clone(),
+            }) {
+                break;
+            }
+            sent += 1;
+        }
+        if sent > 0 {
+            self.flash(
+                Level::Info,
+                format!("{sent} failed cell(s) queued to run again at the end"),
+            );
+        }
+        Redraw::Now
+    }
+
+    /// After the end: leave the view and run the retry (`sweeptop run
+    /// --resume DIR --retry …`, in this terminal), or say why not.
+    fn retry_now(&mut self, k: Key) -> Redraw {
+        match self.retry_after_end(k) {
+            Some((targets, _)) => {
+                self.then_retry = Some(targets);
+                self.exit = true;
+            }
+            None => self.flash(
+                Level::Warn,
+                if k == Key::RetryAll {
+                    "no failed cell to retry".into()
+                } else {
+                    "only a failed or skipped cell can be retried (select the row label to retry a config)".into()
+                },
+            ),
+        }
+        Redraw::Now
+    }
+
     pub(super) fn retry(&mut self) -> Redraw {
+        if !self.sweep_live() {
+            return self.retry_now(Key::Retry);
+        }
         let Some(config) = self.grid.configs.get(self.ui.sel_config).cloned() else {
             return Redraw::No;
         };

@@ -20,10 +20,18 @@ impl App {
     /// What `k` will do, in words, when it is one that asks first (and
     /// would act now: `x` on an excluded config only takes it back).
     fn asks_first(&self, k: Key) -> Option<String> {
-        if !self.keymap.confirms(k) || self.ui.overlay != Overlay::None {
+        if self.ui.overlay != Overlay::None {
+            return None;
+        }
+        let always = matches!(k, Key::Retry | Key::RetryAll) && !self.sweep_live();
+        if !always && !self.keymap.confirms(k) {
             return None;
         }
         match k {
+            // After the end a retry starts a sweep: always asked.
+            Key::Retry | Key::RetryAll if !self.sweep_live() => {
+                self.retry_after_end(k).map(|(_, words)| words)
+            }
             Key::SkipConfig | Key::SkipCell if self.sweep_live() => Some(self.skip_words(k)),
             Key::Exclude => self
                 .grid
@@ -46,6 +54,7 @@ impl App {
             Key::Pause => self.pause(),
             Key::SkipConfig | Key::SkipCell => self.skip(k),
             Key::Retry => self.retry(),
+            Key::RetryAll => self.retry_all(),
             Key::Exclude => self.exclude(),
             Key::Export => {
                 self.export();

@@ -135,6 +135,9 @@ pub struct App {
     pub engine_done: bool,
     /// The dashboard should close.
     pub exit: bool,
+    /// What to run once it has closed: a retry after the end (`r`, `R`),
+    /// as the `--retry` targets of `sweeptop run --resume`.
+    pub then_retry: Option<Vec<String>>,
     /// The log of the config the user selected (none: the live tail).
     picked: Option<PickedLog>,
     /// Disk work asked for and not yet handed to the worker.
@@ -180,6 +183,7 @@ impl App {
             quit_sent: false,
             engine_done: false,
             exit: false,
+            then_retry: None,
             picked: None,
             jobs: Vec::new(),
         };
