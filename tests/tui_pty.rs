@@ -361,3 +361,59 @@ fn sigterm_closes_the_dashboard_of_a_finished_sweep() {
     assert_eq!(status.code(), Some(0), "the sweep had finished");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn after_the_end_shift_r_in_open_asks_then_runs_the_retry_in_place() {
+    let dir = scratch("tui-pty-retry");
+    let tag = format!("tui-pty-retry-{}", std::process::id());
+    let (run, _) = run_plan(
+        &dir,
+        &tag,
+        &tiny_plan_with_crash(&["ok"]),
+        Duration::from_secs(120),
+    );
+    let before = results(&run).len();
+    let failed: Vec<String> = results(&run)
+        .iter()
+        .filter(|r| r["status"] == "failed")
+        .map(|r| r["cell"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!failed.is_empty());
+    let cmd = dashboard(&tag, &dir, &["open", run.to_str().unwrap()]);
+    let mut term = Pty::spawn(cmd, 120, 40);
+    term.wait_for("FINISHED", Duration::from_secs(30));
+    term.send("R");
+    term.wait_for(
+        "Retry all 1 failed cell on a fresh server?",
+        Duration::from_secs(20),
+    );
+    term.send("y");
+    // The retry's own dashboard takes the terminal, runs, and says so.
+    wait_until(Duration::from_secs(120), "the retry's records", || {
+        results(&run).len() == before + failed.len()
+    });
+    wait_until(
+        Duration::from_secs(60),
+        "the retry recorded as asked",
+        || {
+            events(&run).iter().any(|e| {
+                e["event"] == "action"
+                    && e["action"] == "retry"
+                    && e["source"] == "command line (--retry failed)"
+            })
+        },
+    );
+    term.wait_for("FINISHED", Duration::from_secs(60));
+    term.send("q");
+    let status = term.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    let again: Vec<String> = results(&run)[before..]
+        .iter()
+        .map(|r| r["cell"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(again, failed);
+    wait_until(Duration::from_secs(30), "no process left", || {
+        tagged_processes(&tag).is_empty()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -237,6 +237,15 @@ pub fn confirm_quit(frame: &mut Frame, app: &App, area: Rect) {
 
 /// A key that cannot be undone asks first: what it will do, and that the
 /// same key again (or `y`) says yes.
+/// What saying yes to `key` leads to, in a line.
+fn confirm_consequence(key: Key) -> &'static str {
+    match key {
+        Key::Retry | Key::RetryAll => " This view closes; the retry runs here (old records stay).",
+        Key::Exclude => " Its cells left are recorded as skipped; `x` again puts it back.",
+        _ => " Its cells are recorded as skipped; `r` runs them again.",
+    }
+}
+
 pub fn confirm(frame: &mut Frame, app: &App, area: Rect, key: Key, what: &str) {
     let t = app.theme();
     let again = app.keymap.label(key);
@@ -250,10 +259,7 @@ pub fn confirm(frame: &mut Frame, app: &App, area: Rect, key: Key, what: &str) {
         Line::raw(""),
         Line::styled(question.clone(), t.title),
         Line::raw(""),
-        Line::styled(
-            " Its cells are recorded as skipped; `r` runs them again.",
-            t.popup,
-        ),
+        Line::styled(confirm_consequence(key), t.popup),
         Line::raw(""),
         key_hints(
             t,
