@@ -17,7 +17,11 @@ pub struct OpenArgs {
 }
 
 pub fn open(args: OpenArgs) -> Result<u8> {
-    let view = replay::load_run(&args.dir).map_err(super::store_error)?;
+    let mut view = replay::load_run(&args.dir).map_err(super::store_error)?;
+    if !crate::control::is_live(&args.dir) {
+        // A run killed mid-step never said the step's end: nothing prepares now.
+        view.preparing.clear();
+    }
     for notice in crate::store::sweep::Sweep::open(&args.dir)
         .map(|s| s.notices())
         .unwrap_or_default()

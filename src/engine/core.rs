@@ -62,6 +62,8 @@ pub(crate) struct Book {
     pub(super) beside: HashMap<String, BTreeSet<String>>,
     /// The prepare steps started in this sweep, by key, and how each ended.
     pub(super) steps: HashMap<String, watch::Receiver<StepEnd>>,
+    /// The sweep has ended: steps still running stop.
+    pub(super) steps_stop: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +155,12 @@ impl Core {
     /// Whether the user asked to quit.
     pub(super) fn quitting(&self) -> bool {
         self.book().quit
+    }
+
+    /// Whether running prepare steps must stop: a quit, or the sweep's end.
+    pub(super) fn steps_stopping(&self) -> bool {
+        let book = self.book();
+        book.quit || book.steps_stop
     }
 
     /// During a step of `config` (a cell, a launch): whether the user asked

@@ -134,6 +134,7 @@ impl Launcher<'_> {
             patterns: core.patterns.clone(),
             ready_line: config.ready.log_line.clone(),
             logs: core.bus.logs.clone(),
+            keep_fd: None,
         })
         .map_err(|e| {
             preflight::failure(format!(

@@ -69,6 +69,9 @@ pub struct Launch<'a> {
     pub patterns: Arc<LogPatterns>,
     pub ready_line: Option<String>,
     pub logs: broadcast::Sender<Event>,
+    /// A descriptor the process inherits (a prepare step's target lock,
+    /// held while any process of the step lives).
+    pub keep_fd: Option<std::os::fd::RawFd>,
 }
 
 impl Server {
@@ -90,6 +93,19 @@ impl Server {
             // is stopped together and a Ctrl-C in our terminal does not reach it.
             .process_group(0)
             .kill_on_drop(false);
+        if let Some(fd) = l.keep_fd {
+            // SAFETY: between fork and exec only fcntl(2) runs, which is
+            // async-signal-safe; it clears close-on-exec on the child's own
+            // copy of the descriptor.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let sink = Arc::new(LogSink::start(l.log_path, l.log_max_bytes, l.log_note)?);
         let mut child = cmd.spawn()?;
         let pgid = child.id().unwrap_or(0);

@@ -106,6 +106,7 @@ impl Engine {
                 lanes: Vec::new(),
                 beside: HashMap::new(),
                 steps: HashMap::new(),
+                steps_stop: false,
             }),
         };
         for p in repairs.into_iter().chain(results.problems) {

@@ -280,8 +280,6 @@ pub fn to_json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Re
     Ok(String::from_utf8(out).unwrap_or_default())
 }
 
-/// Hostile strings seen in or made after real server output: every one must
-/// come out of [`display`] with no control, escape or invisible character.
 /// Bytes in decimal units, as disks and downloads count them: `52.0 GB`,
 /// `410 MB`, `812 B`.
 pub fn bytes(n: u64) -> String {
@@ -317,6 +315,8 @@ pub fn duration(s: f64) -> String {
     }
 }
 
+/// Hostile strings seen in or made after real server output: every one must
+/// come out of [`display`] with no control, escape or invisible character.
 #[cfg(test)]
 pub(crate) const HOSTILE: &[&str] = &[
     "\u{1b}[2J\u{1b}[HERROR clear screen",

@@ -35,7 +35,7 @@ pub(super) fn expand(ctx: &Ctx, raw: RawPlan) -> Result<Plan, PlanError> {
         let phase = expand_phase(ctx, &raw, phase, &workloads, port, &mut out)?;
         out.phases.push(phase);
     }
-    let (prepare, keys) = super::prepare::assign(std::mem::take(&mut out.steps), raw.prepare.len());
+    let (prepare, keys) = super::prepare::assign(ctx, &raw, std::mem::take(&mut out.steps))?;
     for (config, keys) in out.configs.iter_mut().zip(keys) {
         config.prepare = keys;
     }

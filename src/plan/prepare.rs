@@ -262,9 +262,11 @@ pub fn path_within(path: &str, root: &str) -> bool {
 /// The plan's steps, each once, and the keys each config needs (in the
 /// plan's order of steps). `filled[i]` is config `i`'s steps.
 pub(super) fn assign(
+    ctx: &Ctx,
+    raw: &RawPlan,
     filled: Vec<Vec<Filled>>,
-    steps_written: usize,
-) -> (Vec<Step>, Vec<Vec<String>>) {
+) -> Result<(Vec<Step>, Vec<Vec<String>>), PlanError> {
+    let steps_written = raw.prepare.len();
     // A step linked to no config at all is every config's.
     let mut linked_anywhere = vec![false; steps_written];
     for f in filled.iter().flatten() {
@@ -291,6 +293,36 @@ pub(super) fn assign(
         }
         needs.push(mine);
     }
+    // Two different steps (or fillings of one) that write one place would
+    // take each other's work for their own: refused.
+    let all: Vec<(usize, &Step)> = distinct
+        .iter()
+        .enumerate()
+        .flat_map(|(i, list)| list.iter().map(move |s| (i, s)))
+        .collect();
+    for (n, (i, a)) in all.iter().enumerate() {
+        for (j, b) in &all[..n] {
+            let shared = a.creates.iter().find(|p| {
+                b.creates
+                    .iter()
+                    .any(|q| path_within(p, q) || path_within(q, p))
+            });
+            if let Some(path) = shared {
+                let what = if i == j {
+                    format!("configs fill prepare step `{}` differently", a.id)
+                } else {
+                    format!("prepare steps `{}` and `{}` differ", b.id, a.id)
+                };
+                return Err(ctx.err(
+                    raw.prepare[*i].creates.span(),
+                    format!(
+                        "{what} but both write {path}: give each its own target \
+                         (e.g. a path with the axis in it, /dev/shm/{{model}})"
+                    ),
+                ));
+            }
+        }
+    }
     // A step filled one way keeps its id as its key; several ways, each is
     // told apart by where it puts things.
     for list in &mut distinct {
@@ -308,7 +340,7 @@ pub(super) fn assign(
                 .collect()
         })
         .collect();
-    (distinct.into_iter().flatten().collect(), keys)
+    Ok((distinct.into_iter().flatten().collect(), keys))
 }
 
 /// Two fillings of a step do the same work.

@@ -285,3 +285,51 @@ fn server_gpus_and_pack() {
     );
     assert!(err(&both).message.contains("CUDA_VISIBLE_DEVICES"));
 }
+
+#[test]
+fn prepare_steps_are_filled_per_config_linked_and_shared() {
+    // Linked by `requires`: every config needs the one model, filled once.
+    let text = format!(
+        "{BASE}[[prepare]]\nid = \"model\"\ncommand = \"rsync -a /data/m/ {{model}}/\"\ncreates = [\"{{model}}\"]\nexpect_from = \"/data/m\"\n"
+    );
+    let plan = parse(&text).unwrap();
+    assert_eq!(plan.prepare.len(), 1);
+    assert_eq!(plan.prepare[0].key, "model");
+    assert_eq!(plan.prepare[0].creates, ["/dev/shm/m"]);
+    assert_eq!(plan.prepare[0].expect, Expect::From("/data/m".into()));
+    assert!(plan.configs.iter().all(|c| c.prepare == ["model"]));
+    // A model per method: each config its own filling, told apart by target.
+    let per_method = text
+        .replace("model = \"/dev/shm/m\"", "model = \"/dev/shm/{method}\"")
+        .replace("/data/m", "/data/{method}");
+    let plan = parse(&per_method).unwrap();
+    let keys: Vec<&str> = plan.prepare.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "model@/dev/shm/baseline",
+            "model@/dev/shm/dflash",
+            "model@/dev/shm/ddtree"
+        ]
+    );
+    let b8 = plan.config("tp1-ddtree-b8").unwrap();
+    assert_eq!(b8.prepare, ["model@/dev/shm/ddtree"]);
+    // Linked by no config: every config's; named by a phase: that phase's.
+    let unlinked = format!(
+        "{BASE}[[prepare]]\nid = \"warm\"\ncommand = \"true\"\ncreates = [\"/tmp/elsewhere\"]\n"
+    );
+    let plan = parse(&unlinked).unwrap();
+    assert!(plan.configs.iter().all(|c| c.prepare == ["warm"]));
+    // Two fillings writing one place: refused, at the step's `creates`.
+    let clash = text.replace("rsync -a /data/m/", "rsync -a /data/{method}/");
+    let err = parse(&clash).unwrap_err();
+    assert!(
+        err.message
+            .contains("configs fill prepare step `model` differently but both write /dev/shm/m"),
+        "{err}"
+    );
+    assert_eq!(
+        err.line,
+        text.lines().position(|l| l.starts_with("creates")).unwrap() + 1
+    );
+}

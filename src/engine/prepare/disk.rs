@@ -64,10 +64,21 @@ pub fn created_bytes(step: &Step) -> io::Result<u64> {
     Ok(total)
 }
 
-/// The size a step's target has when whole, from where `expect_from` says:
+/// What a step's target holds when whole: its size, and (read from a source
+/// directory) every file in it with its size, so a copy cut short, or one
+/// made into the wrong place, is never taken for a whole one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expected {
+    pub bytes: u64,
+    /// (path relative to the first `creates` path, size); empty when only
+    /// the size is known. A source that is one file: one entry, path "".
+    pub files: Vec<(PathBuf, u64)>,
+}
+
+/// What a step's target holds when whole, from where `expect_from` says:
 /// `hf:ORG/NAME` (the newest local snapshot of that model in the Hugging
-/// Face cache) or a directory or file (its files summed).
-pub fn expected_from(source: &str) -> Result<u64, String> {
+/// Face cache) or a directory or file (its files, links followed).
+pub fn expected_from(source: &str) -> Result<Expected, String> {
     let dir = match source.strip_prefix("hf:") {
         Some(repo) => hf_snapshot(repo)?,
         None => PathBuf::from(source),
@@ -75,11 +86,44 @@ pub fn expected_from(source: &str) -> Result<u64, String> {
     if !dir.exists() {
         return Err(format!("{} does not exist", dir.display()));
     }
-    match tree_bytes(&dir, true) {
-        Ok(0) => Err(format!("{} holds no files", dir.display())),
-        Ok(n) => Ok(n),
-        Err(e) => Err(format!("cannot read {}: {e}", dir.display())),
+    let files = manifest(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let bytes = files
+        .iter()
+        .map(|(_, n)| *n)
+        .fold(0u64, u64::saturating_add);
+    if files.is_empty() {
+        return Err(format!("{} holds no files", dir.display()));
     }
+    Ok(Expected { bytes, files })
+}
+
+/// Every regular file under `root` (links followed) with its size, its path
+/// relative to `root`; `root` itself when it is a file.
+fn manifest(root: &Path) -> io::Result<Vec<(PathBuf, u64)>> {
+    let meta = std::fs::metadata(root)?;
+    if meta.is_file() {
+        return Ok(vec![(PathBuf::new(), meta.len())]);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        if out.len() as u64 + stack.len() as u64 > MAX_ENTRIES {
+            return Err(io::Error::other(format!("more than {MAX_ENTRIES} files")));
+        }
+        for e in std::fs::read_dir(root.join(&rel))?.flatten() {
+            let path = rel.join(e.file_name());
+            let Ok(m) = std::fs::metadata(root.join(&path)) else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(path);
+            } else if m.is_file() {
+                out.push((path, m.len()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The newest snapshot of model `repo` (`ORG/NAME`) in the local Hugging
@@ -111,10 +155,11 @@ pub enum Whole {
     No { why: String, bytes: u64 },
 }
 
-/// Look at a step's target: every `creates` path exists, holds `expect`
-/// bytes when that is known, and its files hash as `verify` says
+/// Look at a step's target: every `creates` path exists, holds the
+/// expected bytes when they are known (and each file of the source, at its
+/// size, when a source says them), and its files hash as `verify` says
 /// (`recorded`: (config.json path, hash) this run recorded before).
-pub fn whole(step: &Step, expect: Option<u64>, recorded: &[(PathBuf, String)]) -> Whole {
+pub fn whole(step: &Step, expect: Option<&Expected>, recorded: &[(PathBuf, String)]) -> Whole {
     for c in &step.creates {
         if !Path::new(c).exists() {
             let bytes = created_bytes(step).unwrap_or(0);
@@ -133,18 +178,35 @@ pub fn whole(step: &Step, expect: Option<u64>, recorded: &[(PathBuf, String)]) -
             }
         }
     };
-    if let Some(e) = expect.filter(|&e| got < e) {
-        return Whole::No {
-            why: format!(
-                "{} holds {} of the {} expected",
-                step.creates.join(", "),
-                bytes(got),
-                bytes(e)
-            ),
-            bytes: got,
-        };
-    }
     let base = Path::new(&step.creates[0]);
+    if let Some(e) = expect {
+        if got < e.bytes {
+            return Whole::No {
+                why: format!(
+                    "{} holds {} of the {} expected",
+                    step.creates.join(", "),
+                    bytes(got),
+                    bytes(e.bytes)
+                ),
+                bytes: got,
+            };
+        }
+        for (rel, size) in &e.files {
+            let path = base.join(rel);
+            let why = match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() && m.len() == *size => continue,
+                Ok(m) if m.is_file() => format!(
+                    "{} holds {} of its {}",
+                    path.display(),
+                    bytes(m.len()),
+                    bytes(*size)
+                ),
+                Ok(_) => format!("{} is not a file", path.display()),
+                Err(_) => format!("{} is missing", path.display()),
+            };
+            return Whole::No { why, bytes: got };
+        }
+    }
     let listed = step.sha256.iter().map(|(f, h)| (base.join(f), h.clone()));
     for (path, want) in listed.chain(recorded.iter().cloned()) {
         match crate::store::sha256_file(&path) {
@@ -154,8 +216,8 @@ pub fn whole(step: &Step, expect: Option<u64>, recorded: &[(PathBuf, String)]) -
                     why: format!(
                         "{} has sha256 {}…, not the {}… expected",
                         path.display(),
-                        &h[..12.min(h.len())],
-                        &want[..12.min(want.len())]
+                        h.chars().take(12).collect::<String>(),
+                        want.chars().take(12).collect::<String>()
                     ),
                     bytes: got,
                 }
@@ -381,16 +443,44 @@ mod tests {
             timeout_s: 10.0,
         };
         assert_eq!(whole(&step, None, &[]), Whole::Yes { bytes: 1002 });
+        let size = |bytes| Expected {
+            bytes,
+            files: Vec::new(),
+        };
         assert!(matches!(
-            whole(&step, Some(2000), &[]),
+            whole(&step, Some(&size(2000)), &[]),
             Whole::No { bytes: 1002, .. }
         ));
+        // Read from a source: each file at its size, where it belongs.
+        let source = dir.join("source");
+        std::fs::create_dir_all(source.join("sub")).unwrap();
+        std::fs::write(source.join("config.json"), b"{}").unwrap();
+        std::fs::write(source.join("sub/w.bin"), vec![0u8; 1000]).unwrap();
+        let from = expected_from(&source.display().to_string()).unwrap();
+        assert_eq!(from.bytes, 1002);
+        assert_eq!(from.files.len(), 2);
+        assert_eq!(whole(&step, Some(&from), &[]), Whole::Yes { bytes: 1002 });
+        // As many bytes, but a file short and the rest in the wrong place
+        // (`cp -r` into a directory that is there already).
+        std::fs::write(target.join("sub/w.bin"), vec![0u8; 500]).unwrap();
+        std::fs::write(target.join("extra.bin"), vec![0u8; 500]).unwrap();
+        match whole(&step, Some(&from), &[]) {
+            Whole::No { why, .. } => {
+                assert!(why.contains("w.bin holds 500 B of its 1.0 kB"), "{why}")
+            }
+            w => panic!("{w:?}"),
+        }
+        std::fs::write(target.join("sub/w.bin"), vec![0u8; 1000]).unwrap();
+        std::fs::remove_file(target.join("extra.bin")).unwrap();
         // sha256 of "{}".
         step.sha256 = vec![(
             "config.json".into(),
             "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a".into(),
         )];
-        assert_eq!(whole(&step, Some(1002), &[]), Whole::Yes { bytes: 1002 });
+        assert!(matches!(
+            whole(&step, Some(&size(1002)), &[]),
+            Whole::Yes { .. }
+        ));
         step.sha256[0].1 = "0".repeat(64);
         match whole(&step, None, &[]) {
             Whole::No { why, .. } => {

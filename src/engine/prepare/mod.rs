@@ -65,6 +65,8 @@ pub(super) async fn wait_for_steps(
             let ended = end.borrow_and_update().clone();
             match ended {
                 Some(Ok(())) => break,
+                // A step the stop cut short is not the config's failure.
+                Some(Err(_)) if core.quitting() => return Ok(Waited::Quit),
                 Some(Err(failure)) => {
                     let cells: Vec<Cell> = remaining.drain(..).collect();
                     core.fail_all(&cells, &failure)?;
@@ -109,10 +111,16 @@ pub(super) async fn wait_for_steps(
     Ok(Waited::Ready)
 }
 
-/// Wait (at most `limit`) until every step started in this sweep has
-/// ended: a quit stops them, and their end is told before the sweep's.
+/// At the sweep's end: stop every step still running (no config waits for
+/// it any more: they were skipped, or the sweep quit) and wait, at most
+/// `limit`, until each has ended and said so, before the sweep's end.
 pub(super) async fn settled(core: &Core, limit: Duration) {
-    let running: Vec<watch::Receiver<StepEnd>> = core.book().steps.values().cloned().collect();
+    let running: Vec<watch::Receiver<StepEnd>> = {
+        let mut book = core.book();
+        book.steps_stop = true;
+        book.steps.values().cloned().collect()
+    };
+    core.steer.send_modify(|n| *n += 1);
     let _ = tokio::time::timeout(limit, async {
         for mut end in running {
             let _ = end.wait_for(Option::is_some).await;
@@ -166,7 +174,8 @@ fn step_failure(step: &Step, why: String, evidence: Vec<String>) -> Failure {
     .with_evidence(evidence)
 }
 
-/// `f()` on the blocking pool, given up after `limit` (a hung mount).
+/// `f()` on the blocking pool, given up after `limit` (a hung mount); `None`
+/// also when it panicked.
 async fn blocking<T: Send + 'static>(
     limit: Duration,
     f: impl FnOnce() -> T + Send + 'static,
@@ -177,8 +186,9 @@ async fn blocking<T: Send + 'static>(
         .and_then(Result::ok)
 }
 
-/// Run one step to its end: looked at, locked, checked for room, run and
-/// watched, looked at again; every stage told as events.
+/// Run one step to its end: locked (one writer per target among every
+/// sweep on this machine), looked at, checked for room, run and watched,
+/// looked at again; every stage told as events.
 async fn run_step(core: &Arc<Core>, step: &Step) -> Result<(), Failure> {
     let started = Instant::now();
     let configs = waiting_configs(core, step);
@@ -195,47 +205,34 @@ async fn run_step(core: &Arc<Core>, step: &Step) -> Result<(), Failure> {
         core.emit(ended(PrepareOutcome::Failed, bytes, Some(why.clone())));
         Err(step_failure(step, why, evidence))
     };
-    let expect = match expected(core, step).await {
-        Ok(e) => e,
-        Err(why) => return fail(why, 0, Vec::new()),
-    };
-    let recorded = recorded_hashes(core, step).await;
-    match look(step, expect, &recorded).await {
-        Some(Whole::Yes { bytes }) => {
-            core.emit(ended(PrepareOutcome::Present, bytes, None));
-            return Ok(());
-        }
-        Some(Whole::No { .. }) => {}
-        None => return fail(look_timed_out(step), 0, Vec::new()),
-    }
-    // One writer per target, among every sweep on this machine.
-    let _lock = match lock_target(core, step).await {
+    // The lock first: a target another sweep is writing is not looked at
+    // (it may exist, half done) until that sweep's step has ended.
+    let lock = match lock_target(core, step).await {
         Some(l) => l,
-        None => {
-            return fail(
-                "the sweep was stopped while it waited".into(),
-                0,
-                Vec::new(),
-            )
-        }
+        None => return fail(STOPPED_WAITING.into(), 0, Vec::new()),
     };
-    let have = match look(step, expect, &recorded).await {
-        // Another sweep put it in place meanwhile.
+    let expect = expected(core, step).await;
+    let recorded = recorded_hashes(core, step).await;
+    let have = match look(step, expect.as_ref(), &recorded).await {
         Some(Whole::Yes { bytes }) => {
             core.emit(ended(PrepareOutcome::Present, bytes, None));
             return Ok(());
         }
         Some(Whole::No { bytes, .. }) => bytes,
-        None => return fail(look_timed_out(step), 0, Vec::new()),
+        None => return fail(look_failed(step), 0, Vec::new()),
     };
+    let expect_bytes = expect.as_ref().map(|e| e.bytes);
     let room = {
         let step = step.clone();
-        blocking(LOOK_DEADLINE, move || disk::room_for(&step, expect, have)).await
+        blocking(LOOK_DEADLINE, move || {
+            disk::room_for(&step, expect_bytes, have)
+        })
+        .await
     };
     match room {
         Some(Ok(())) => {}
         Some(Err(why)) => return fail(why, have, Vec::new()),
-        None => return fail(look_timed_out(step), have, Vec::new()),
+        None => return fail(look_failed(step), have, Vec::new()),
     }
     let argv = fill_runtime(core, &step.argv);
     core.emit(Event::PrepareStarted {
@@ -243,10 +240,12 @@ async fn run_step(core: &Arc<Core>, step: &Step) -> Result<(), Failure> {
         step: step.key.clone(),
         command: crate::plan::template::command_line(&argv, step.shell),
         creates: step.creates.clone(),
-        expect_bytes: expect,
+        expect_bytes,
         configs: configs.clone(),
     });
-    let mut server = match spawn(core, step, &argv) {
+    // The step's processes hold the lock too: a copier that outlives this
+    // sweep (SIGKILL) keeps another sweep off its target until it ends.
+    let mut server = match spawn(core, step, &argv, lock.as_ref()) {
         Ok(s) => s,
         Err(e) => {
             let why = format!(
@@ -256,7 +255,7 @@ async fn run_step(core: &Arc<Core>, step: &Step) -> Result<(), Failure> {
             return fail(why, have, Vec::new());
         }
     };
-    let stopped = watch_step(core, step, &mut server, expect).await;
+    let stopped = watch_step(core, step, &mut server, expect_bytes).await;
     let bytes = sample(step).await.unwrap_or(have);
     if let Some(why) = stopped {
         server.stop(STOP_GRACE).await;
@@ -268,7 +267,7 @@ async fn run_step(core: &Arc<Core>, step: &Step) -> Result<(), Failure> {
     if let Some(info) = exit.filter(|i| i.code != Some(0)) {
         return fail(info.describe(), bytes, server.tail(20));
     }
-    match look(step, expect, &recorded).await {
+    match look(step, expect.as_ref(), &recorded).await {
         Some(Whole::Yes { bytes }) => {
             core.emit(ended(PrepareOutcome::Done, bytes, None));
             Ok(())
@@ -278,47 +277,67 @@ async fn run_step(core: &Arc<Core>, step: &Step) -> Result<(), Failure> {
             bytes,
             server.tail(20),
         ),
-        None => fail(look_timed_out(step), bytes, server.tail(20)),
+        None => fail(look_failed(step), bytes, server.tail(20)),
     }
 }
 
-fn look_timed_out(step: &Step) -> String {
+/// Why a step failed when the sweep stopped it while it waited for the lock.
+const STOPPED_WAITING: &str = "the sweep was stopped while it waited";
+
+fn look_failed(step: &Step) -> String {
     format!(
-        "looking at {} took over {} s (a hung mount?)",
+        "looking at {} failed or took over {} s (a hung mount?)",
         step.creates.join(", "),
         LOOK_DEADLINE.as_secs()
     )
 }
 
-/// The size the target has when whole: as written, or read from
-/// `expect_from` (a source that cannot be read is the step's failure: its
-/// progress and its check would be guesses).
-async fn expected(core: &Core, step: &Step) -> Result<Option<u64>, String> {
-    match &step.expect {
-        Expect::Unknown => Ok(None),
-        Expect::Bytes(b) => Ok(Some(*b)),
-        Expect::From(source) => {
-            let s = source.clone();
-            match blocking(LOOK_DEADLINE, move || disk::expected_from(&s)).await {
-                Some(Ok(n)) => {
-                    core.notice(
-                        Level::Info,
-                        format!(
-                            "prepare {}: expects {} (from {source})",
-                            step.key,
-                            crate::model::text::bytes(n)
-                        ),
-                    );
-                    Ok(Some(n))
-                }
-                Some(Err(why)) => Err(format!("expect_from = \"{source}\": {why}")),
-                None => Err(format!(
-                    "expect_from = \"{source}\" did not answer within {} s",
-                    LOOK_DEADLINE.as_secs()
-                )),
-            }
+/// What the target holds when whole: its size as written, or its files
+/// read from `expect_from`. A source that cannot be read (no local Hugging
+/// Face snapshot, a source disk not mounted) is said, and the step is then
+/// judged by its other checks.
+async fn expected(core: &Core, step: &Step) -> Option<disk::Expected> {
+    let source = match &step.expect {
+        Expect::Unknown => return None,
+        Expect::Bytes(b) => {
+            return Some(disk::Expected {
+                bytes: *b,
+                files: Vec::new(),
+            })
         }
-    }
+        Expect::From(source) => source.clone(),
+    };
+    let s = source.clone();
+    let read = blocking(LOOK_DEADLINE, move || disk::expected_from(&s)).await;
+    let why = match read {
+        Some(Ok(e)) => {
+            core.notice(
+                Level::Info,
+                format!(
+                    "prepare {}: expects {} in {} files (from {source})",
+                    step.key,
+                    crate::model::text::bytes(e.bytes),
+                    e.files.len()
+                ),
+            );
+            return Some(e);
+        }
+        Some(Err(why)) => why,
+        None => format!("did not answer within {} s", LOOK_DEADLINE.as_secs()),
+    };
+    core.notice(
+        Level::Warn,
+        format!(
+            "prepare {}: expect_from = \"{source}\": {why}; its size is unknown, so only {} is checked",
+            step.key,
+            if step.sha256.is_empty() && !step.verify_recorded {
+                "that its target exists"
+            } else {
+                "its target's existence and hashes"
+            }
+        ),
+    );
+    None
 }
 
 /// With `verify = { recorded = true }`: the `config.json` hash this run's
@@ -351,10 +370,18 @@ async fn recorded_hashes(core: &Core, step: &Step) -> Vec<(PathBuf, String)> {
     found.unwrap_or_default()
 }
 
-async fn look(step: &Step, expect: Option<u64>, recorded: &[(PathBuf, String)]) -> Option<Whole> {
+async fn look(
+    step: &Step,
+    expect: Option<&disk::Expected>,
+    recorded: &[(PathBuf, String)],
+) -> Option<Whole> {
     let step = step.clone();
+    let expect = expect.cloned();
     let recorded = recorded.to_vec();
-    blocking(LOOK_DEADLINE, move || disk::whole(&step, expect, &recorded)).await
+    blocking(LOOK_DEADLINE, move || {
+        disk::whole(&step, expect.as_ref(), &recorded)
+    })
+    .await
 }
 
 async fn sample(step: &Step) -> Option<u64> {
@@ -371,12 +398,24 @@ async fn lock_target(core: &Core, step: &Step) -> Option<Option<std::fs::File>> 
     let mut steer = core.steer.subscribe();
     loop {
         let s = step.clone();
-        match blocking(SAMPLE_DEADLINE, move || disk::try_lock_target(&s)).await {
+        let why = match blocking(SAMPLE_DEADLINE, move || disk::try_lock_target(&s)).await {
             Some(Ok(Some(lock))) => return Some(Some(lock)),
+            Some(Ok(None)) => None,
+            Some(Err(e)) => Some(e.to_string()),
+            None => Some("it did not answer".to_string()),
+        };
+        if let Some(why) = why {
             // No lock to be had (a temporary directory that cannot be
-            // written): the step runs without one, as before locks.
-            Some(Err(_)) | None => return Some(None),
-            Some(Ok(None)) => {}
+            // written): said, and the step runs without one.
+            core.notice(
+                Level::Warn,
+                format!(
+                    "prepare {}: cannot take the lock for {} ({why}); another sweep could write it at the same time",
+                    step.key,
+                    step.creates.join(", ")
+                ),
+            );
+            return Some(None);
         }
         if !told {
             core.notice(
@@ -393,7 +432,7 @@ async fn lock_target(core: &Core, step: &Step) -> Option<Option<std::fs::File>> 
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = steer.changed() => {}
         }
-        if core.quitting() {
+        if core.steps_stopping() {
             return None;
         }
     }
@@ -418,24 +457,19 @@ fn fill_runtime(core: &Core, argv: &[String]) -> Vec<String> {
 /// The step's process group, its output to its log file (capped like a
 /// server's) and the log pane; tagged with the run, so a resume after a
 /// crash of this process stops it.
-fn spawn(core: &Core, step: &Step, argv: &[String]) -> std::io::Result<Server> {
+fn spawn(
+    core: &Core,
+    step: &Step,
+    argv: &[String],
+    lock: Option<&std::fs::File>,
+) -> std::io::Result<Server> {
     let mut env: Vec<(String, String)> = step
         .env
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     env.push((process::RUN_TAG.into(), core.run_tag.clone()));
-    let name: String = step
-        .key
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let name = log_name(step);
     let log_path = crate::store::log_path(&core.run_path, &format!("prepare-{name}"));
     let note = format!(
         "# sweeptop {} prepare {}: {}",
@@ -454,7 +488,20 @@ fn spawn(core: &Core, step: &Step, argv: &[String]) -> std::io::Result<Server> {
         patterns: core.patterns.clone(),
         ready_line: None,
         logs: core.bus.logs.clone(),
+        keep_fd: lock.map(std::os::fd::AsRawFd::as_raw_fd),
     })
+}
+
+/// A step's log file name: its id, and for a step that configs fill in
+/// several ways, a digest of its key (two keys never share a file).
+fn log_name(step: &Step) -> String {
+    if step.key == step.id {
+        return step.id.clone();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(step.key.as_bytes());
+    let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{short}", step.id)
 }
 
 /// Watch a running step until it exits (`None`), or why it was stopped:
@@ -501,8 +548,8 @@ async fn watch_step(
                 ));
             }
             _ = steer.changed() => {
-                if core.quitting() {
-                    return Some("the sweep was stopped while it ran".into());
+                if core.steps_stopping() {
+                    return Some("the sweep was stopped (or ended) while it ran".into());
                 }
             }
         }

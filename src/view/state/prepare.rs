@@ -1,6 +1,8 @@
 //! Prepare steps while they run: what each puts in place, how far it is,
 //! and the configs waiting for it (the header and the grid show them). A
-//! step that ended is no longer shown here; its end is in the log pane.
+//! step that ended is no longer shown here (its end is in the log pane), nor
+//! one whose sweep ended or started again (a sweep killed mid-step never
+//! said its end).
 
 use super::ViewState;
 use crate::model::text::display;
@@ -20,7 +22,12 @@ pub struct Preparing {
 impl Preparing {
     /// `qwen: 31.2 GB / 52.0 GB · 410 MB/s · ETA 0:51`.
     pub fn progress(&self) -> String {
-        crate::view::text::progress(&self.step, self.bytes, self.expect_bytes, self.rate_bps)
+        crate::view::text::progress(
+            &display(&self.step),
+            self.bytes,
+            self.expect_bytes,
+            self.rate_bps,
+        )
     }
 
     /// How far it is, in whole percent, when its whole is known.
@@ -47,7 +54,7 @@ impl ViewState {
         }
         self.preparing.retain(|p| p.step != step);
         self.preparing.push(Preparing {
-            step: display(step).into_owned(),
+            step: step.to_string(),
             started: at,
             bytes: 0,
             expect_bytes,

@@ -121,10 +121,14 @@ impl ViewState {
         }
         self.running.retain(|r| r.since > at);
         self.configs.retain(|c| c.at > at);
+        // A step of an earlier start that never said its end (SIGKILL).
+        self.preparing.retain(|p| p.started > at);
     }
 
     /// The sweep finished or was interrupted.
     pub(super) fn end_sweep(&mut self, at: Timestamp, sweep: Sweep) {
+        // Nothing prepares once the sweep has ended.
+        self.preparing.retain(|p| p.started > at);
         if at >= self.sweep.sweep_at {
             self.sweep.sweep = sweep;
             self.sweep.sweep_at = at;
