@@ -656,3 +656,67 @@ creates = ["/tmp/sweeptop-never-made/model"]
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_copier_left_by_a_killed_sweep_keeps_another_sweep_off_its_target() {
+    let dir = scratch("prepare-orphan");
+    let target = dir.join("shm").join("model");
+    // A quiet copier (as `cp -r` is): it outlives its sweep's SIGKILL.
+    let copier = dir.join("quiet.sh");
+    std::fs::write(
+        &copier,
+        format!(
+            "#!/bin/sh\necho run >> \"{runs}\"\nmkdir -p \"$1\"\ni=0\nwhile [ $i -lt 20 ]; do\n  \
+             head -c 1000000 /dev/zero > \"$1/part-$i.bin\"\n  i=$((i+1))\n  sleep 0.5\ndone\n",
+            runs = dir.join("copier.runs").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&copier, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        sim_plan(
+            "orphan",
+            "",
+            &format!("requires = [\"{}\"]", target.display()),
+            &format!(
+                "[[prepare]]\nid = \"model\"\ncommand = \"{} {}\"\ncreates = [\"{}\"]\n\
+                 expect_bytes = 20000000\n\n[[phases]]\nid = \"p\"\n",
+                copier.display(),
+                target.display(),
+                target.display()
+            ),
+        ),
+    )
+    .unwrap();
+    let tag = format!("prepare-orphan-{}", std::process::id());
+    let first = dir.join("first");
+    let mut a = headless_run(&tag, &plan, &first)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(60), "the copy to start", || {
+        !of_kind(&events(&first), "prepare_started").is_empty()
+    });
+    a.kill().unwrap();
+    a.wait().unwrap();
+    // Another sweep of the same target waits for the orphan, then finds
+    // the target whole: it never copies beside it.
+    let second = dir.join("second");
+    let said = run_ok(&tag, &plan, &second);
+    assert!(said.contains("another sweep is putting"), "{said}");
+    assert!(
+        said.contains("prepare model: in place already (20.0 MB)"),
+        "{said}"
+    );
+    let runs = std::fs::read_to_string(dir.join("copier.runs")).unwrap();
+    assert_eq!(runs.lines().count(), 1, "the copier ran once");
+    assert!(of_kind(&events(&second), "prepare_started").is_empty());
+    assert!(results(&second).iter().all(|r| r["status"] == "ok"));
+    wait_until(Duration::from_secs(30), "no process left", || {
+        tagged_processes(&tag).is_empty()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
