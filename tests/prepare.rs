@@ -720,3 +720,63 @@ fn a_copier_left_by_a_killed_sweep_keeps_another_sweep_off_its_target() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn cells_whose_step_failed_are_measured_by_the_next_resume() {
+    let dir = scratch("prepare-again");
+    let runs = dir.join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let target = dir.join("shm").join("model");
+    let mounted = dir.join("source-mounted");
+    let plan = dir.join("plan.toml");
+    // A step that fails until its source is there (a disk not mounted yet
+    // at boot, a tool not on the PATH of a bare environment).
+    std::fs::write(
+        &plan,
+        sim_plan(
+            "again",
+            "",
+            &format!("requires = [\"{}\"]", target.display()),
+            &format!(
+                "[[prepare]]\nid = \"model\"\nshell = true\ncommand = \"test -f {} && mkdir -p {}\"\n\
+                 creates = [\"{}\"]\n\n[[phases]]\nid = \"p\"\n",
+                mounted.display(),
+                target.display(),
+                target.display()
+            ),
+        ),
+    )
+    .unwrap();
+    let tag = format!("prepare-again-{}", std::process::id());
+    let run = runs.join("r1");
+    run_ok(&tag, &plan, &run);
+    let first = results(&run);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0]["failure"]["kind"], "prepare_failed");
+    // The run finished, yet nothing was measured: `resume --all` finds it.
+    let mut cmd = sweeptop(&tag);
+    cmd.args(["resume", "--all", "--dry-run"]).arg(&runs);
+    let out = run_with_deadline(cmd, Duration::from_secs(30));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("{} (1 cells left)", run.display())),
+        "{said}"
+    );
+    assert!(said.contains("prepare model first"), "{said}");
+    // Once the source is there, a plain resume measures it.
+    std::fs::write(&mounted, b"").unwrap();
+    let mut cmd = sweeptop(&tag);
+    cmd.args(["run", "--headless", "--no-gpu", "--resume"])
+        .arg(&run);
+    let out = run_with_deadline(cmd, RUN_LIMIT);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("its prepare step failed: nothing was measured"),
+        "{said}"
+    );
+    let all = results(&run);
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[1]["status"], "ok", "{}", all[1]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

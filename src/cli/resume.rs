@@ -140,25 +140,59 @@ pub fn resume(args: ResumeArgs) -> Result<u8> {
         }
         return Ok(0);
     }
+    if resumer_running(&args.dir) {
+        super::print(&format!(
+            "another resumer works through {} already (its log: {}); it takes these in turn\n",
+            args.dir.display(),
+            args.dir.join(RESUME_LOG).display()
+        ))?;
+        return Ok(0);
+    }
     detach_in_turn(&args)
 }
 
-/// Every unfinished run under `dir`, oldest first, and notes on what is
-/// left alone (running now, a Slurm sweep, a shard never started).
+/// Whether a background resumer holds DIR's resume lock now.
+fn resumer_running(dir: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(dir.join(RESUME_LOCK)) else {
+        return false;
+    };
+    matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
+}
+
+/// Every run under `dir` with cells left (or `dir` itself when it is a
+/// run), oldest first, and notes on what is left alone (running now, a
+/// Slurm sweep, a shard never started, a plan that cannot be read).
 fn find(dir: &Path) -> (Vec<Todo>, Vec<String>) {
-    let mut runs = list_runs(dir, crate::control::is_live);
+    let mut runs = if store::is_run_dir(dir) {
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        let mut all = list_runs(parent, crate::control::is_live);
+        all.retain(|r| r.dir == dir);
+        all
+    } else {
+        list_runs(dir, crate::control::is_live)
+    };
     runs.reverse();
     let mut todo = Vec::new();
     let mut notes = Vec::new();
+    let mut consider =
+        |run_dir: &Path, notes: &mut Vec<String>| match crate::view::replay::plan_of_run(run_dir) {
+            Ok(plan) => todo.extend(todo_of(run_dir, &plan)),
+            Err(e) => notes.push(format!(
+                "{} is left alone: its plan cannot be read ({e})",
+                run_dir.display()
+            )),
+        };
     for run in runs {
         match (&run.state, &run.sweep) {
-            (RunState::Finished, _) => {}
             (RunState::Running, _) => notes.push(format!(
                 "{} runs now: sweeptop attach {}",
                 run.dir.display(),
                 run.dir.display()
             )),
-            (RunState::Interrupted, None) => todo.extend(todo_of(&run.dir)),
+            // A finished run may still have cells whose prepare step failed
+            // (nothing was measured): those are tried again.
+            (RunState::Finished | RunState::Interrupted, None) => consider(&run.dir, &mut notes),
+            (RunState::Finished, Some(_)) => {}
             (RunState::Interrupted, Some(s)) if s.slurm => notes.push(format!(
                 "{} is a Slurm sweep: its shards are resubmitted with `sweeptop slurm --resume {}`",
                 run.dir.display(),
@@ -171,7 +205,7 @@ fn find(dir: &Path) -> (Vec<Todo>, Vec<String>) {
                     };
                     match state {
                         ShardState::Interrupted | ShardState::Died { .. } => {
-                            todo.extend(todo_of(shard_dir))
+                            consider(shard_dir, &mut notes)
                         }
                         ShardState::Pending => notes.push(format!(
                             "{}: shard {i} never started: sweeptop run {} --shard {i}/{} --out {}",
@@ -190,23 +224,21 @@ fn find(dir: &Path) -> (Vec<Todo>, Vec<String>) {
 }
 
 /// A stopped run, with what is left of it; `None` when nothing is.
-fn todo_of(dir: &Path) -> Option<Todo> {
-    let plan = crate::view::replay::plan_of_run(dir).ok()?;
-    let results = store::read_results(dir).unwrap_or_default();
-    let cut = crate::view::replay::cut_short(&store::read_events(dir), &results);
-    let left: Vec<&str> = plan
-        .cells
-        .iter()
-        .filter(|c| results.get(&c.id).is_none() || cut.contains(&c.id))
-        .map(|c| c.config.as_str())
-        .collect();
+fn todo_of(dir: &Path, plan: &Plan) -> Option<Todo> {
+    let left = crate::view::replay::cells_left(plan, dir);
     if left.is_empty() {
         return None;
     }
+    let configs: Vec<&str> = plan
+        .cells
+        .iter()
+        .filter(|c| left.contains(&c.id))
+        .map(|c| c.config.as_str())
+        .collect();
     Some(Todo {
         dir: dir.to_path_buf(),
         left: left.len(),
-        missing: missing_steps(&plan, &left),
+        missing: missing_steps(plan, &configs),
     })
 }
 
@@ -269,7 +301,7 @@ fn detach_in_turn(args: &ResumeArgs) -> Result<u8> {
         .spawn()
         .context(|| "cannot start the background resumer".into())?;
     super::print(&format!(
-        "resuming in the background (pid {}), its log in {}\nwatch the run in progress with:  sweeptop attach\nlist runs:  sweeptop ls {}\n",
+        "resuming in the background (pid {}), its log in {}\nlist runs (and the one running):  sweeptop ls {}\nwatch it:  sweeptop attach RUN_DIR\n",
         child.id(),
         log_path.display(),
         args.dir.display()
@@ -366,20 +398,27 @@ fn print_recovery(args: &ResumeArgs) -> Result<u8> {
         shell_word(&exe.display().to_string()),
         shell_word(&dir.display().to_string())
     );
+    // A unit or cron job starts with a bare environment: what finds the
+    // servers and the copy tools here (PATH, a virtualenv, the Hugging Face
+    // cache) is written into it.
+    let env = captured_env();
     let text = if args.print_systemd {
         format!(
             "# Resume every unfinished sweeptop run under {dir} at boot.\n\
              # Save as ~/.config/systemd/user/sweeptop-resume.service, then:\n\
              #   systemctl --user daemon-reload && systemctl --user enable sweeptop-resume\n\
              #   loginctl enable-linger $USER   # user units start at boot, without a login\n\
+             # The environment below was this shell's when it was printed (a user\n\
+             # unit starts without it); put secrets such as HF_TOKEN in `hf auth login`.\n\
+             # `systemctl --user stop` does not stop the sweeps it resumed: they\n\
+             # run detached; stop one with `sweeptop attach RUN --send quit`.\n\
              [Unit]\n\
              Description=Resume interrupted sweeptop runs under {dir}\n\
-             After=network-online.target local-fs.target\n\
-             Wants=network-online.target\n\
              \n\
              [Service]\n\
              Type=oneshot\n\
              WorkingDirectory={cwd}\n\
+             {environment}\
              ExecStart={command}\n\
              # The resumer and its sweeps outlive this start command.\n\
              RemainAfterExit=yes\n\
@@ -389,11 +428,23 @@ fn print_recovery(args: &ResumeArgs) -> Result<u8> {
              WantedBy=default.target\n",
             dir = dir.display(),
             cwd = cwd.display(),
+            environment = env
+                .iter()
+                .map(|(k, v)| format!(
+                    "Environment=\"{k}={}\"\n",
+                    v.replace('\\', "\\\\").replace('"', "\\\"")
+                ))
+                .collect::<String>(),
         )
     } else {
         format!(
             "# Resume every unfinished sweeptop run under {dir} at boot: add with `crontab -e`.\n\
-             @reboot cd {cwd} && {command} >> {log} 2>&1\n",
+             # (The environment is this shell's: cron starts without it.)\n\
+             @reboot cd {cwd} && {environment}{command} >> {log} 2>&1\n",
+            environment = env
+                .iter()
+                .map(|(k, v)| format!("{k}={} ", shell_word(v)))
+                .collect::<String>(),
             dir = dir.display(),
             cwd = shell_word(&cwd.display().to_string()),
             log = shell_word(&dir.join(RESUME_LOG).display().to_string()),
@@ -401,6 +452,24 @@ fn print_recovery(args: &ResumeArgs) -> Result<u8> {
     };
     super::print(&text)?;
     Ok(0)
+}
+
+/// The variables a sweep's servers and prepare steps are found and run
+/// with, as this shell has them (a boot-time start has none of them).
+fn captured_env() -> Vec<(String, String)> {
+    const KEEP: [&str; 7] = [
+        "PATH",
+        "VIRTUAL_ENV",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "CUDA_HOME",
+        "LD_LIBRARY_PATH",
+        "CUDA_VISIBLE_DEVICES",
+    ];
+    KEEP.iter()
+        .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+        .filter(|(_, v)| !v.is_empty() && !v.contains('\n') && !v.contains('%'))
+        .collect()
 }
 
 /// `s` as one shell word (quoted only when it must be).

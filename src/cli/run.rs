@@ -137,11 +137,20 @@ fn retry_of(dir: &Path, targets: &[String]) -> Result<Option<Vec<(String, String
         // Failures the last stop made (a job's cancellation stops the server
         // too) are measured again.
         let cut = crate::view::replay::cut_short(&store::read_events(dir), &results);
-        if finished && complete && cut.is_empty() {
+        let unprepared = crate::view::replay::unprepared(&results);
+        if finished && complete && cut.is_empty() && unprepared.is_empty() {
             return Ok(None);
         }
-        let why = "cut short when the run was stopped";
-        return Ok(Some(cut.into_iter().map(|c| (c, why.into())).collect()));
+        let cut_why = "cut short when the run was stopped";
+        let unprepared_why = "its prepare step failed: nothing was measured";
+        let mut again: Vec<(String, String)> =
+            cut.into_iter().map(|c| (c, cut_why.into())).collect();
+        for c in unprepared {
+            if !again.iter().any(|(a, _)| *a == c) {
+                again.push((c, unprepared_why.into()));
+            }
+        }
+        return Ok(Some(again));
     }
     let cells = crate::engine::cells_to_retry(&plan, &results.records, targets).map_err(user)?;
     if cells.is_empty() {

@@ -124,6 +124,40 @@ pub fn cut_short(events: &[Event], results: &store::Results) -> Vec<String> {
     out
 }
 
+/// Cells whose latest record is a failed prepare step: nothing was measured
+/// (a step that failed at boot, in a bare environment, or on a source not
+/// mounted yet), so a resumed run tries them again.
+pub fn unprepared(results: &store::Results) -> Vec<String> {
+    let mut out: Vec<String> = results
+        .records
+        .iter()
+        .filter(|r| {
+            r.failure
+                .as_ref()
+                .is_some_and(|f| f.kind == crate::model::FailureKind::PrepareFailed)
+        })
+        .map(|r| r.cell.clone())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The cells of `plan` a resume of `dir` measures: those with no record
+/// yet, those the last stop cut short, and those whose prepare step failed.
+pub fn cells_left(plan: &Plan, dir: &Path) -> Vec<String> {
+    let mut results = store::read_results(dir).unwrap_or_default();
+    results.only_cells(plan.cells.iter().map(|c| c.id.as_str()));
+    let cut = cut_short(&store::read_events(dir), &results);
+    let unprepared = unprepared(&results);
+    plan.cells
+        .iter()
+        .filter(|c| {
+            results.get(&c.id).is_none() || cut.contains(&c.id) || unprepared.contains(&c.id)
+        })
+        .map(|c| c.id.clone())
+        .collect()
+}
+
 /// The view of a set of records alone (exports of a plan and its results).
 pub fn from_records(plan: Option<Arc<Plan>>, records: &[CellRecord]) -> ViewState {
     let mut view = ViewState::new(plan);

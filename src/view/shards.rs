@@ -6,10 +6,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::replay::cut_short;
 use crate::model::{Event, GpuSnapshot};
 use crate::plan::{Plan, Shard};
-use crate::store::{self, sweep, tail::ShardGpu};
+use crate::store::{sweep, tail::ShardGpu};
 
 /// The shards' GPU samples, merged into one panel.
 pub struct ShardGpus {
@@ -89,18 +88,10 @@ impl ShardGpus {
     }
 }
 
-/// Cells of shard `index` still to measure: those with no record yet, and
-/// those whose failure the shard's last stop made (its resume measures them
-/// again).
+/// Cells of shard `index` still to measure (see [`super::replay::cells_left`]).
 pub fn cells_left(plan: &Plan, count: u32, index: u32, shard_dir: &Path) -> usize {
     let Ok(shard) = Shard::new(index, count) else {
         return 0;
     };
-    let part = plan.shard(shard);
-    let results = store::read_results(shard_dir).unwrap_or_default();
-    let cut = cut_short(&store::read_events(shard_dir), &results);
-    part.cells
-        .iter()
-        .filter(|c| results.get(&c.id).is_none() || cut.contains(&c.id))
-        .count()
+    super::replay::cells_left(&plan.shard(shard), shard_dir).len()
 }
