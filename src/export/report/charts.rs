@@ -41,32 +41,37 @@ const BY_CONCURRENCY: [(&str, &str, Plotted); 8] = [
 /// Points by config.
 type Points = BTreeMap<String, Vec<(f64, f64)>>;
 
-/// Per workload and context: the value against concurrency, a line per config.
+/// Per workload and context (in the plan's order): the value against
+/// concurrency, a line per config in plan order. A chart with no point is
+/// left out, and so is a heading with no chart under it.
 pub(super) fn charts(s: &mut String, run: &RunReport) {
-    type Key = (String, u64);
+    type Key = (usize, String, u64);
+    let plan = run.plan.as_deref();
+    let workload_rank = |w: &str| {
+        plan.and_then(|p| p.workloads.iter().position(|x| x.id == w))
+            .unwrap_or(usize::MAX)
+    };
     let mut groups: BTreeMap<Key, Vec<&CellRecord>> = BTreeMap::new();
     for r in &run.records {
         groups
-            .entry((r.workload.clone(), r.context_tokens))
+            .entry((
+                workload_rank(&r.workload),
+                r.workload.clone(),
+                r.context_tokens,
+            ))
             .or_default()
             .push(r);
     }
-    let colours = Colours::of(&run.records);
-    let _ = write!(s, "<h2>Charts</h2>");
-    for ((workload, context), records) in &groups {
-        let ctx = crate::model::thousands(*context);
-        let _ = write!(
-            s,
-            "<h3>{} · {} tokens of prompt</h3><div class=\"charts\">",
-            esc(workload),
-            esc(&ctx)
-        );
+    let colours = Colours::of(plan, &run.records);
+    let mut all = String::new();
+    for ((_, workload, context), records) in &groups {
+        let mut group = String::new();
         for (title, y_label, plotted) in &BY_CONCURRENCY {
             let points = match plotted {
                 Plotted::Metric(key) => by_concurrency(records, key),
-                Plotted::Speedup => speedups(run.plan.as_deref(), records),
+                Plotted::Speedup => speedups(plan, records),
             };
-            s.push_str(&line_chart(
+            group.push_str(&line_chart(
                 title,
                 "concurrency",
                 y_label,
@@ -74,35 +79,60 @@ pub(super) fn charts(s: &mut String, run: &RunReport) {
                 true,
             ));
         }
-        s.push_str(&line_chart(
+        group.push_str(&line_chart(
             "throughput against latency",
             "ITL p50 (ms)",
             "output tok/s",
             &colours.series(curve(records)),
             false,
         ));
-        s.push_str("</div>");
+        if group.is_empty() {
+            continue;
+        }
+        let ctx = crate::model::thousands(*context);
+        let _ = write!(
+            all,
+            "<h3>{} · {} tokens of prompt</h3><div class=\"charts\">{group}</div>",
+            esc(workload),
+            esc(&ctx)
+        );
+    }
+    if !all.is_empty() {
+        let _ = write!(s, "<h2>Charts</h2>{all}");
     }
 }
 
-/// A config has one colour in every chart: its place among all configs.
+/// A config has one colour in every chart, and one place in every legend:
+/// its place in the plan (configs the plan does not have, after, by name).
 struct Colours<'a>(Vec<&'a str>);
 
 impl<'a> Colours<'a> {
-    fn of(records: &'a [CellRecord]) -> Colours<'a> {
-        let mut configs: Vec<&str> = records.iter().map(|r| r.config.as_str()).collect();
-        configs.sort_unstable();
-        configs.dedup();
+    fn of(plan: Option<&'a Plan>, records: &'a [CellRecord]) -> Colours<'a> {
+        let mut configs: Vec<&str> = plan
+            .map(|p| p.configs.iter().map(|c| c.id.as_str()).collect())
+            .unwrap_or_default();
+        let mut others: Vec<&str> = records
+            .iter()
+            .map(|r| r.config.as_str())
+            .filter(|c| !configs.contains(c))
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        configs.extend(others);
         Colours(configs)
     }
 
+    /// The series in the plan's order of configs.
     fn series(&self, by: Points) -> Vec<Series> {
-        by.into_iter()
+        let mut out: Vec<Series> = by
+            .into_iter()
             .map(|(name, p)| {
                 let c = self.0.iter().position(|x| *x == name).unwrap_or(0);
                 (name, c, p)
             })
-            .collect()
+            .collect();
+        out.sort_by_key(|(_, c, _)| *c);
+        out
     }
 }
 

@@ -180,4 +180,53 @@ mod tests {
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp;"));
         assert!(page.contains("runs/&lt;x&gt;"));
     }
+
+    #[test]
+    fn what_was_benchmarked_says_what_configs_share_once_and_groups_the_rest_in_plan_order() {
+        let plan = crate::plan::Plan::parse(
+            std::path::Path::new(crate::plan::DEMO_PATH),
+            crate::plan::DEMO_PLAN,
+        )
+        .unwrap();
+        let meta = |command: &str| crate::model::ServerMeta {
+            kind: "sglang".into(),
+            version: Some("0.5.6".into()),
+            model: "qwen".into(),
+            command: command.into(),
+            host: "node1".into(),
+            sweeptop_version: "0.1.0".into(),
+            ..Default::default()
+        };
+        let ids: Vec<&str> = plan.configs.iter().map(|c| c.id.as_str()).collect();
+        // Named out of plan order; two configs ran the same command.
+        let mut servers = Servers::new();
+        servers.insert(ids[2].to_string(), meta("serve --b"));
+        servers.insert(ids[0].to_string(), meta("serve --a"));
+        servers.insert(ids[1].to_string(), meta("serve --a"));
+        let page = html(&[RunReport {
+            dir: "runs/x".into(),
+            plan: Some(std::sync::Arc::new(plan.clone())),
+            meta: None,
+            records: Vec::new(),
+            servers,
+            prepared: Vec::new(),
+        }]);
+        let at = page.find("<h3>What was benchmarked</h3>").expect("the section");
+        let section = &page[at..];
+        // Shared once.
+        assert!(section.contains("every config (3)"), "{section}");
+        assert_eq!(section.matches("sglang 0.5.6").count(), 1, "{section}");
+        assert_eq!(section.matches("node1").count(), 1, "{section}");
+        // The rest: configs alike on one row, in plan order.
+        let a = section
+            .find(&format!("<td>{}, {}</td><td>serve --a</td>", ids[0], ids[1]))
+            .expect("the two configs of one command on one row");
+        let b = section
+            .find(&format!("<td>{}</td><td>serve --b</td>", ids[2]))
+            .expect("the other");
+        assert!(a < b);
+        // No records: no chart, and no heading without one under it.
+        assert!(!page.contains("<h2>Charts</h2>"), "{page}");
+        assert!(!page.contains("<h3>code"), "{page}");
+    }
 }

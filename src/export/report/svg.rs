@@ -48,6 +48,27 @@ fn plottable(series: &[Series], log_x: bool) -> (Vec<Series>, usize) {
     (kept, left_out)
 }
 
+/// Grid lines above the y axis's 0.
+const Y_TICKS: u32 = 4;
+
+/// The smallest round step (1, 2, 2.5 or 5 × 10ⁿ) at least `raw`, so the y
+/// axis reads 0, 25, 50, 75, 100 and not 0, 24.3, 48.6…; 1 for nothing.
+fn nice_step(raw: f64) -> f64 {
+    if !(raw.is_finite() && raw > 0.0) {
+        return 0.25;
+    }
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|&step| step >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * mag)
+}
+
+/// The least room between two x labels, in pixels: closer ones are left
+/// out, so none overlaps (ticks stay at every value).
+const X_LABEL_GAP: f64 = 30.0;
+
 /// Where a value lands in the plot: x on a log₂ scale when asked, y from 0
 /// to a little over the largest value.
 struct Scale {
@@ -68,8 +89,8 @@ impl Scale {
             x0 -= 1.0;
             x1 += 1.0;
         }
-        let y1 = pts.iter().map(|p| p.1).fold(0.0_f64, f64::max) * 1.08;
-        let y1 = if y1 > 0.0 { y1 } else { 1.0 };
+        let top = pts.iter().map(|p| p.1).fold(0.0_f64, f64::max);
+        let y1 = nice_step(top / Y_TICKS as f64) * Y_TICKS as f64;
         Scale { log_x, x0, x1, y1 }
     }
 
@@ -144,9 +165,9 @@ pub(super) fn line_chart(
 fn axes(s: &mut String, scale: &Scale, pts: &[(f64, f64)], x_label: &str, y_label: &str) {
     let (w, h) = (W, H);
     let (left, right, top, bottom) = (LEFT, RIGHT, TOP, BOTTOM);
-    // Y grid: five lines with labels.
-    for k in 0..=4 {
-        let y = scale.y1 * f64::from(k) / 4.0;
+    // Y grid: a line with its label at each round step.
+    for k in 0..=Y_TICKS {
+        let y = scale.y1 * f64::from(k) / f64::from(Y_TICKS);
         let py = scale.y(y);
         let _ = write!(
             s,
@@ -161,16 +182,25 @@ fn axes(s: &mut String, scale: &Scale, pts: &[(f64, f64)], x_label: &str, y_labe
     let mut xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
     xs.sort_by(f64::total_cmp);
     xs.dedup();
-    for x in xs.iter().take(12) {
+    // A tick at every value; a label where it does not touch the last one.
+    let mut last_label = f64::NEG_INFINITY;
+    for x in &xs {
         let px = scale.x(*x);
         let _ = write!(
             s,
-            r#"<line class="axis" x1="{px:.1}" x2="{px:.1}" y1="{}" y2="{}"/><text x="{px:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            r#"<line class="axis" x1="{px:.1}" x2="{px:.1}" y1="{}" y2="{}"/>"#,
             h - bottom,
             h - bottom + 4.0,
-            h - bottom + 16.0,
-            short(*x)
         );
+        if px - last_label >= X_LABEL_GAP {
+            last_label = px;
+            let _ = write!(
+                s,
+                r#"<text x="{px:.1}" y="{}" text-anchor="middle">{}</text>"#,
+                h - bottom + 16.0,
+                short(*x)
+            );
+        }
     }
     let _ = write!(
         s,
@@ -251,6 +281,41 @@ fn short(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_axes_read_in_round_steps_and_no_two_x_labels_touch() {
+        assert_eq!(nice_step(24.3), 25.0);
+        assert_eq!(nice_step(0.13), 0.2);
+        assert_eq!(nice_step(410.0), 500.0);
+        assert_eq!(nice_step(1000.0), 1000.0);
+        assert_eq!(nice_step(0.0), 0.25);
+        // ITL values close together, as a throughput-latency curve has them.
+        let pts: Vec<(f64, f64)> = (0..40).map(|i| (8.0 + f64::from(i) * 0.05, 97.3)).collect();
+        let svg = line_chart("t", "x", "y", &[("a".into(), 0, pts)], false);
+        let labels: Vec<f64> = svg
+            .split("text-anchor=\"middle\">")
+            .skip(1)
+            .filter_map(|t| t.split('<').next()?.parse().ok())
+            .collect();
+        assert!(labels.len() >= 2 && labels.len() < 40, "{labels:?}");
+        let xs: Vec<f64> = svg
+            .split("<text x=\"")
+            .skip(1)
+            .filter(|t| t.contains("text-anchor=\"middle\">") && !t.contains("class=\"dim\""))
+            .filter_map(|t| t.split('"').next()?.parse().ok())
+            .collect();
+        for w in xs.windows(2) {
+            assert!(w[1] - w[0] >= X_LABEL_GAP || w[1] < w[0], "{xs:?}");
+        }
+        // 97.3 at the top: the y axis ends at 100 and reads 0, 25, 50, 75, 100.
+        for label in ["0", "25", "50", "75", "100"] {
+            assert!(
+                svg.contains(&format!("text-anchor=\"end\">{label}</text>")),
+                "{label}: {svg}"
+            );
+        }
+        assert_eq!(svg.matches("<line class=\"axis\" x1=").count(), 40 + 2);
+    }
 
     /// Every number written into the SVG's coordinates.
     fn coordinates(svg: &str) -> Vec<f64> {

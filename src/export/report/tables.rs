@@ -54,30 +54,97 @@ pub(super) fn metadata(s: &mut String, run: &RunReport) {
     }
     s.push_str("</table>");
     prepared(s, run);
-    if !run.servers.is_empty() {
+    benchmarked(s, run);
+}
+
+/// What each config benchmarked, in plan order: what every config shares
+/// once, then a row per group of configs alike in the rest.
+fn benchmarked(s: &mut String, run: &RunReport) {
+    if run.servers.is_empty() {
+        return;
+    }
+    let mut order: Vec<&str> = run
+        .plan
+        .as_ref()
+        .map(|p| {
+            p.configs
+                .iter()
+                .map(|c| c.id.as_str())
+                .filter(|c| run.servers.contains_key(*c))
+                .collect()
+        })
+        .unwrap_or_default();
+    for c in run.servers.keys() {
+        if !order.contains(&c.as_str()) {
+            order.push(c);
+        }
+    }
+    let rows: Vec<(&str, Vec<(&'static str, String)>)> = order
+        .iter()
+        .filter_map(|c| Some((*c, run.servers.get(*c)?.rows())))
+        .collect();
+    let Some((_, first)) = rows.first() else {
+        return;
+    };
+    let heads: Vec<&'static str> = first.iter().map(|(k, _)| *k).collect();
+    let shared: Vec<bool> = (0..heads.len())
+        .map(|i| rows.iter().all(|(_, r)| r.get(i) == first.get(i)))
+        .collect();
+    let _ = write!(s, "<h3>What was benchmarked</h3>");
+    if shared.iter().any(|&x| x) {
+        let every = match rows.len() {
+            1 => format!("config {}", rows[0].0),
+            n => format!("every config ({n})"),
+        };
         let _ = write!(
             s,
-            "<h3>What was benchmarked</h3><table class=\"meta\"><tr><th class=\"l\">config</th>"
+            r#"<table class="meta"><tr><th class="l" colspan="2">{}</th></tr>"#,
+            esc(&every)
         );
-        let heads: Vec<&str> = run
-            .servers
-            .values()
-            .next()
-            .map(|m| m.rows().iter().map(|(k, _)| *k).collect())
-            .unwrap_or_default();
-        for h in &heads {
-            let _ = write!(s, r#"<th class="l">{}</th>"#, esc(h));
-        }
-        s.push_str("</tr>");
-        for (config, m) in &run.servers {
-            let _ = write!(s, r#"<tr><td>{}</td>"#, esc(config));
-            for (_, v) in m.rows() {
-                let _ = write!(s, "<td>{}</td>", esc(&v));
+        for (i, (k, v)) in first.iter().enumerate() {
+            if shared[i] {
+                let _ = write!(
+                    s,
+                    r#"<tr><th class="l">{}</th><td>{}</td></tr>"#,
+                    esc(k),
+                    esc(v)
+                );
             }
-            s.push_str("</tr>");
         }
         s.push_str("</table>");
     }
+    if shared.iter().all(|&x| x) {
+        return;
+    }
+    // The rest, configs alike in it on one row (in the order they come).
+    let mut groups: Vec<(Vec<&str>, Vec<&str>)> = Vec::new();
+    for (config, r) in &rows {
+        let values: Vec<&str> = r
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !shared[*i])
+            .map(|(_, (_, v))| v.as_str())
+            .collect();
+        match groups.iter_mut().find(|(_, v)| *v == values) {
+            Some((configs, _)) => configs.push(config),
+            None => groups.push((vec![config], values)),
+        }
+    }
+    s.push_str(r#"<table class="meta"><tr><th class="l">configs</th>"#);
+    for (i, h) in heads.iter().enumerate() {
+        if !shared[i] {
+            let _ = write!(s, r#"<th class="l">{}</th>"#, esc(h));
+        }
+    }
+    s.push_str("</tr>");
+    for (configs, values) in &groups {
+        let _ = write!(s, "<tr><td>{}</td>", esc(&configs.join(", ")));
+        for v in values {
+            let _ = write!(s, "<td>{}</td>", esc(v));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
 }
 
 /// The prepare steps: when each ended, how, what it put in place, how long.
@@ -171,7 +238,14 @@ pub(super) fn failures(s: &mut String, run: &RunReport) {
         .iter()
         .filter(|r| r.status == Status::Failed)
         .collect();
-    failed.sort_by(|a, b| a.cell.cmp(&b.cell));
+    // In the plan's order of cells (by id when the plan is not there).
+    let rank = |cell: &str| {
+        run.plan
+            .as_ref()
+            .and_then(|p| p.cells.iter().position(|c| c.id == cell))
+            .unwrap_or(usize::MAX)
+    };
+    failed.sort_by(|a, b| rank(&a.cell).cmp(&rank(&b.cell)).then(a.cell.cmp(&b.cell)));
     let _ = write!(s, "<h2>Failures ({})</h2>", failed.len());
     if failed.is_empty() {
         s.push_str("<p class=\"dim\">none</p>");
