@@ -1747,7 +1747,19 @@ fn c_charts_the_selected_workload_across_the_phase() {
     press(&mut ascii, KeyCode::Char('c'));
     let text = screen(&render(&mut ascii, 80, 24));
     assert!(text.is_ascii(), "{text}");
-    assert!(text.contains('*'), "{text}");
+    // Each series its own marker, named in the legend, drawn at its points.
+    for (marker, name) in [
+        ("o", "tp1-baseline (baseline)"),
+        ("+", "tp1-dflash"),
+        ("x", "tp1-ddtree-b4"),
+    ] {
+        assert!(text.contains(&format!(" {marker} {name}")), "{text}");
+        let plotted = text
+            .lines()
+            .filter(|l| !l.contains(name))
+            .any(|l| l.contains(marker));
+        assert!(plotted, "{marker} not plotted: {text}");
+    }
 }
 
 #[test]

@@ -211,7 +211,9 @@ mod tests {
             servers,
             prepared: Vec::new(),
         }]);
-        let at = page.find("<h3>What was benchmarked</h3>").expect("the section");
+        let at = page
+            .find("<h3>What was benchmarked</h3>")
+            .expect("the section");
         let section = &page[at..];
         // Shared once.
         assert!(section.contains("every config (3)"), "{section}");
@@ -219,7 +221,10 @@ mod tests {
         assert_eq!(section.matches("node1").count(), 1, "{section}");
         // The rest: configs alike on one row, in plan order.
         let a = section
-            .find(&format!("<td>{}, {}</td><td>serve --a</td>", ids[0], ids[1]))
+            .find(&format!(
+                "<td>{}, {}</td><td>serve --a</td>",
+                ids[0], ids[1]
+            ))
             .expect("the two configs of one command on one row");
         let b = section
             .find(&format!("<td>{}</td><td>serve --b</td>", ids[2]))
