@@ -109,16 +109,29 @@ struct Panel<'a> {
     h: usize,
 }
 
-/// Three rows per GPU, each with its chart below when there are rows to spare.
+/// Three rows per GPU, each with its history below when there are rows to
+/// spare: utilisation, and memory in use beside it when there are more.
 fn full_rows(app: &App, p: &Panel) -> Vec<Line<'static>> {
     let Panel { gpus, active, w, h } = *p;
     let n = gpus.len();
-    let chart_h = ((h - n * 3) / n).min(12);
+    let chart_h = ((h - n * 3) / n).min(24);
     let mut lines = Vec::new();
     for g in gpus {
         lines.extend(full(app, g, active.contains(&g.index), w));
-        if chart_h >= 3 {
-            lines.extend(chart(app, g.index, w, chart_h));
+        if chart_h >= 8 {
+            // Half each, the memory's under its title.
+            let util_h = chart_h / 2;
+            lines.extend(chart(app, &app.view.gpu.util, g.index, w, util_h));
+            lines.push(Line::styled(" memory in use", app.theme().dim));
+            lines.extend(chart(
+                app,
+                &app.view.gpu.mem,
+                g.index,
+                w,
+                chart_h - util_h - 1,
+            ));
+        } else if chart_h >= 3 {
+            lines.extend(chart(app, &app.view.gpu.util, g.index, w, chart_h));
         }
     }
     lines
@@ -134,7 +147,11 @@ fn compact_rows(app: &App, p: &Panel, zoomed: bool) -> Vec<Line<'static>> {
         .iter()
         .map(|g| compact(app, g, active.contains(&g.index), &columns))
         .collect();
-    if zoomed && h - n >= 5 {
+    // Rows to spare (zoomed, or a tall panel): the running config's GPUs
+    // (else all) as charts of their mean utilisation, and memory in use
+    // when there is room for both.
+    let spare = h.saturating_sub(n);
+    if spare >= 5 && (zoomed || spare >= 8) {
         let which: Vec<u32> = if active.is_empty() {
             gpus.iter().map(|g| g.index).collect()
         } else {
@@ -145,11 +162,27 @@ fn compact_rows(app: &App, p: &Panel, zoomed: bool) -> Vec<Line<'static>> {
             .map(u32::to_string)
             .collect::<Vec<_>>()
             .join(",");
+        let dim = app.theme().dim;
+        let both = spare >= 12;
+        let util_h = if both { (spare - 2) / 2 } else { spare - 1 };
         lines.push(Line::styled(
             format!(" mean utilisation of GPU {list}"),
-            app.theme().dim,
+            dim,
         ));
-        lines.extend(mean_chart(app, &which, w, h - n - 1));
+        lines.extend(mean_chart(app, &app.view.gpu.util, &which, w, util_h));
+        if both {
+            lines.push(Line::styled(
+                format!(" mean memory in use of GPU {list}"),
+                dim,
+            ));
+            lines.extend(mean_chart(
+                app,
+                &app.view.gpu.mem,
+                &which,
+                w,
+                spare - 2 - util_h,
+            ));
+        }
     }
     lines
 }
@@ -284,26 +317,29 @@ fn marker(app: &App, active: bool) -> Span<'static> {
     }
 }
 
-/// The utilisation history as a bar chart `h` rows high, newest sample at
-/// the right, one column per sample, with a 0-100 % scale on the left.
-fn chart(app: &App, index: u32, w: usize, h: usize) -> Vec<Line<'static>> {
-    let series: Vec<Option<u8>> = app
-        .view
-        .gpu
-        .util
+/// A history of percentages per GPU (utilisation, memory in use).
+type History = std::collections::BTreeMap<u32, std::collections::VecDeque<Option<u8>>>;
+
+/// A GPU's history as a bar chart `h` rows high, newest sample at the
+/// right, one column per sample, with a 0-100 % scale on the left.
+fn chart(app: &App, history: &History, index: u32, w: usize, h: usize) -> Vec<Line<'static>> {
+    let series: Vec<Option<u8>> = history
         .get(&index)
         .map(|h| h.iter().copied().collect())
         .unwrap_or_default();
     bars(app, &series, w, h)
 }
 
-/// The mean utilisation of some GPUs over time: one chart for many GPUs
-/// when each cannot have its own.
-fn mean_chart(app: &App, indices: &[u32], w: usize, h: usize) -> Vec<Line<'static>> {
-    let histories: Vec<_> = indices
-        .iter()
-        .filter_map(|i| app.view.gpu.util.get(i))
-        .collect();
+/// The mean of some GPUs' histories over time: one chart for many GPUs when
+/// each cannot have its own.
+fn mean_chart(
+    app: &App,
+    history: &History,
+    indices: &[u32],
+    w: usize,
+    h: usize,
+) -> Vec<Line<'static>> {
+    let histories: Vec<_> = indices.iter().filter_map(|i| history.get(i)).collect();
     let len = histories.iter().map(|h| h.len()).max().unwrap_or(0);
     let series: Vec<Option<u8>> = (0..len)
         .map(|k| {

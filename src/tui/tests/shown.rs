@@ -349,3 +349,20 @@ fn a_running_prepare_step_is_shown_where_its_configs_wait() {
         "{text}"
     );
 }
+
+#[test]
+fn a_tall_gpu_pane_is_filled_with_history_not_left_empty() {
+    // Eight GPUs, one row each: the rows to spare hold the running config's
+    // GPUs' mean utilisation and memory in use, unzoomed.
+    let mut s = Story::new();
+    s.run_ok("tp1-baseline", 1.0, None);
+    s.config("tp4-baseline");
+    s.gpus(8, &[0, 1, 2, 3]);
+    let (mut app, _rx) = live(s.view());
+    let text = screen(&render(&mut app, 200, 50));
+    assert!(text.contains("mean utilisation of GPU 0,1,2,3"), "{text}");
+    assert!(text.contains("mean memory in use of GPU 0,1,2,3"), "{text}");
+    // At 80×24 the pane has no rows to spare: the GPUs' rows alone.
+    let text = screen(&render(&mut app, 80, 24));
+    assert!(!text.contains("mean utilisation"), "{text}");
+}

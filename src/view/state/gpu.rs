@@ -15,6 +15,8 @@ pub struct GpuView {
     pub latest: Option<GpuSnapshot>,
     /// Utilisation history per GPU index (None: not reported at that sample).
     pub util: BTreeMap<u32, VecDeque<Option<u8>>>,
+    /// Memory in use, % of the GPU's, history per GPU index.
+    pub mem: BTreeMap<u32, VecDeque<Option<u8>>>,
 }
 
 impl GpuView {
@@ -38,11 +40,20 @@ impl ViewState {
         for g in &mut snap.gpus {
             shown(&mut g.name);
             g.processes.iter_mut().for_each(|p| shown(&mut p.name));
-            let h = self.gpu.util.entry(g.index).or_default();
-            if h.len() == GPU_HISTORY {
-                h.pop_front();
+            let mem_pct = match (g.mem_used_mib, g.mem_total_mib) {
+                (Some(u), Some(t)) if t > 0 => Some((u.saturating_mul(100) / t).min(100) as u8),
+                _ => None,
+            };
+            for (histories, value) in [
+                (&mut self.gpu.util, g.util_pct.map(|u| u.min(100) as u8)),
+                (&mut self.gpu.mem, mem_pct),
+            ] {
+                let h = histories.entry(g.index).or_default();
+                if h.len() == GPU_HISTORY {
+                    h.pop_front();
+                }
+                h.push_back(value);
             }
-            h.push_back(g.util_pct.map(|u| u.min(100) as u8));
         }
         self.gpu.latest = Some(snap);
     }
