@@ -323,11 +323,12 @@ type History = std::collections::BTreeMap<u32, std::collections::VecDeque<Option
 /// A GPU's history as a bar chart `h` rows high, newest sample at the
 /// right, one column per sample, with a 0-100 % scale on the left.
 fn chart(app: &App, history: &History, index: u32, w: usize, h: usize) -> Vec<Line<'static>> {
+    let seen = app.view.gpu.seen.get(&index).copied().unwrap_or(0);
     let series: Vec<Option<u8>> = history
         .get(&index)
         .map(|h| h.iter().copied().collect())
         .unwrap_or_default();
-    bars(app, &series, w, h)
+    bars(app, &series, seen, w, h)
 }
 
 /// The mean of some GPUs' histories over time: one chart for many GPUs when
@@ -355,15 +356,31 @@ fn mean_chart(
             u8::try_from(vals.iter().sum::<u32>() / n).ok()
         })
         .collect();
-    bars(app, &series, w, h)
+    let seen = indices
+        .iter()
+        .filter_map(|i| app.view.gpu.seen.get(i))
+        .copied()
+        .max()
+        .unwrap_or(0);
+    bars(app, &series, seen, w, h)
 }
 
-fn bars(app: &App, series: &[Option<u8>], w: usize, h: usize) -> Vec<Line<'static>> {
+/// How many samples one column of a history chart stands for, unless zoomed:
+/// a column keeps its place for that many samples (only the newest changes),
+/// so the chart does not scroll, and resend itself over SSH, every second.
+const SAMPLES_PER_COLUMN: u64 = 5;
+
+/// `series` (the last samples, the newest being the `seen`-th) as bars, `h`
+/// rows high: a column per [`SAMPLES_PER_COLUMN`] samples (their mean), one
+/// per sample when zoomed.
+fn bars(app: &App, series: &[Option<u8>], seen: u64, w: usize, h: usize) -> Vec<Line<'static>> {
     let t = app.theme();
     let ascii = app.look.ascii;
     let gutter = 6;
     let cols = w.saturating_sub(gutter + 1);
-    let history = &series[series.len().saturating_sub(cols)..];
+    let per = if app.ui.zoom { 1 } else { SAMPLES_PER_COLUMN };
+    let columns = columns_of(series, seen, per);
+    let history = &columns[columns.len().saturating_sub(cols)..];
     let pad = cols.saturating_sub(history.len());
     // Eighths of a row for each filled level; the top level is a full row.
     const EIGHTHS: [&str; 9] = [" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"];
@@ -393,6 +410,30 @@ fn bars(app: &App, series: &[Option<u8>], w: usize, h: usize) -> Vec<Line<'stati
                 Span::styled(bars, t.sparkline),
             ])
         })
+        .collect()
+}
+
+/// `series` in columns of `per` samples each, aligned to the samples seen
+/// since the start (the last column may be partial): each the mean of its
+/// reported samples, `None` when none was.
+fn columns_of(series: &[Option<u8>], seen: u64, per: u64) -> Vec<Option<u8>> {
+    let per = per.max(1);
+    let first = seen.saturating_sub(series.len() as u64);
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    let mut bucket = None;
+    for (k, v) in series.iter().enumerate() {
+        let b = (first + k as u64) / per;
+        if bucket != Some(b) {
+            bucket = Some(b);
+            out.push((0, 0));
+        }
+        if let (Some(v), Some(last)) = (v, out.last_mut()) {
+            last.0 += u32::from(*v);
+            last.1 += 1;
+        }
+    }
+    out.into_iter()
+        .map(|(sum, n)| (n > 0).then(|| u8::try_from(sum / n).unwrap_or(100)))
         .collect()
 }
 
@@ -557,4 +598,35 @@ fn packed(t: &Theme, sym: &Symbols, g: &GpuSample, active: bool, w: usize) -> Ve
     let text = format!("{mark}{:<2}{} {mem}G", g.index, util_text(g));
     let style: Style = if active { t.gpu_active } else { t.text };
     vec![Span::styled(fit(&text, w, false), style)]
+}
+
+#[cfg(test)]
+mod history_tests {
+    use super::columns_of;
+
+    #[test]
+    fn a_history_column_keeps_its_place_as_samples_come() {
+        // 12 samples seen, the last 7 kept: columns of 5 by absolute index
+        // (samples 5..9, then 10..11, partial).
+        let series = [
+            Some(10),
+            Some(20),
+            None,
+            Some(40),
+            Some(50),
+            Some(60),
+            Some(70),
+        ];
+        assert_eq!(columns_of(&series, 12, 5), vec![Some(30), Some(65)]);
+        // One more sample: only the newest column changes.
+        let mut more = series.to_vec();
+        more.push(Some(0));
+        assert_eq!(columns_of(&more, 13, 5), vec![Some(30), Some(43)]);
+        // A column with nothing reported reads as none; one per sample when zoomed.
+        assert_eq!(columns_of(&[None, None], 2, 5), vec![None]);
+        assert_eq!(
+            columns_of(&[Some(1), Some(2)], 2, 1),
+            vec![Some(1), Some(2)]
+        );
+    }
 }

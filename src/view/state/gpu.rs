@@ -17,6 +17,10 @@ pub struct GpuView {
     pub util: BTreeMap<u32, VecDeque<Option<u8>>>,
     /// Memory in use, % of the GPU's, history per GPU index.
     pub mem: BTreeMap<u32, VecDeque<Option<u8>>>,
+    /// Samples seen per GPU index since the start (the histories keep the
+    /// last [`GPU_HISTORY`]): where a chart's columns begin, so they stay put
+    /// as samples come.
+    pub seen: BTreeMap<u32, u64>,
 }
 
 impl GpuView {
@@ -44,6 +48,7 @@ impl ViewState {
                 (Some(u), Some(t)) if t > 0 => Some((u.saturating_mul(100) / t).min(100) as u8),
                 _ => None,
             };
+            *self.gpu.seen.entry(g.index).or_default() += 1;
             for (histories, value) in [
                 (&mut self.gpu.util, g.util_pct.map(|u| u.min(100) as u8)),
                 (&mut self.gpu.mem, mem_pct),
