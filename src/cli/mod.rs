@@ -233,6 +233,33 @@ pub fn print(text: &str) -> Result<()> {
         })
 }
 
+/// Start `cmd` in the background in a session of its own (a closed SSH
+/// session's SIGHUP does not reach it), stdin closed, its output appended to
+/// `log`.
+fn spawn_detached(
+    mut cmd: std::process::Command,
+    log: &std::path::Path,
+    what: &str,
+) -> Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    let file = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .context(|| format!("cannot open {}", log.display()))?;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file);
+    // SAFETY: the closure only calls setsid, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()?;
+            Ok(())
+        });
+    }
+    cmd.spawn().context(|| format!("cannot start {what}"))
+}
+
 /// A multi-threaded runtime with `workers` threads.
 fn runtime(workers: usize) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

@@ -153,10 +153,7 @@ pub fn resume(args: ResumeArgs) -> Result<u8> {
 
 /// Whether a background resumer holds DIR's resume lock now.
 fn resumer_running(dir: &Path) -> bool {
-    let Ok(f) = std::fs::File::open(dir.join(RESUME_LOCK)) else {
-        return false;
-    };
-    matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
+    store::is_held(&dir.join(RESUME_LOCK))
 }
 
 /// Every run under `dir` with cells left (or `dir` itself when it is a
@@ -276,30 +273,12 @@ fn gpu_flags(args: &ResumeArgs) -> Vec<String> {
 /// Start the resumer in the background (its own session, so a closed SSH
 /// link does not stop it), its output in DIR/resume.log.
 fn detach_in_turn(args: &ResumeArgs) -> Result<u8> {
-    use std::os::unix::process::CommandExt;
     let log_path = args.dir.join(RESUME_LOG);
-    let log = std::fs::File::options()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .context(|| format!("cannot open {}", log_path.display()))?;
     let mut cmd = Command::new(exe()?);
     cmd.args(["resume", "--all", "--in-turn"])
         .arg(&args.dir)
-        .args(gpu_flags(args))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    // SAFETY: the closure only calls setsid, which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()?;
-            Ok(())
-        });
-    }
-    let child = cmd
-        .spawn()
-        .context(|| "cannot start the background resumer".into())?;
+        .args(gpu_flags(args));
+    let child = super::spawn_detached(cmd, &log_path, "the background resumer")?;
     super::print(&format!(
         "resuming in the background (pid {}), its log in {}\nlist runs (and the one running):  sweeptop ls {}\nwatch it:  sweeptop attach RUN_DIR\n",
         child.id(),

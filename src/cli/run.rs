@@ -519,14 +519,8 @@ const TERMINATING_SIGNALS: &[(&str, i32)] = {
 /// `--detach`: start the same sweep in the background in its own session, its
 /// output in the run directory, and print how to attach.
 fn detach(run_dir: &Path) -> Result<u8> {
-    use std::os::unix::process::CommandExt;
     store::make_run_dir(run_dir).map_err(super::store_error)?;
     let log_path = run_dir.join(store::DETACH_LOG);
-    let log = std::fs::File::options()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .context(|| format!("cannot open {}", log_path.display()))?;
     // The same command line, minus --detach, headless, into this run directory.
     let mut argv: Vec<String> = std::env::args()
         .skip(1)
@@ -543,22 +537,8 @@ fn detach(run_dir: &Path) -> Result<u8> {
     }
     let exe = std::env::current_exe().context(|| "cannot find this program".into())?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(&argv)
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    // SAFETY: the closure only calls setsid, which is async-signal-safe. A new
-    // session leaves our terminal, so a closed SSH session (SIGHUP to its
-    // process group) does not reach the sweep.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()?;
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .context(|| "cannot start the background sweep".into())?;
+    cmd.args(&argv);
+    let mut child = super::spawn_detached(cmd, &log_path, "the background sweep")?;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         if crate::control::is_live(run_dir) {

@@ -44,7 +44,12 @@ const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Whether a live sweep holds the directory's lock.
 pub fn is_locked(dir: &Path) -> bool {
-    let Ok(f) = File::open(dir.join(LOCK)) else {
+    is_held(&dir.join(LOCK))
+}
+
+/// Whether a live process holds `file` locked (`flock`).
+pub fn is_held(file: &Path) -> bool {
+    let Ok(f) = File::open(file) else {
         return false;
     };
     matches!(f.try_lock_shared(), Err(fs::TryLockError::WouldBlock))

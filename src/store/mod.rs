@@ -31,7 +31,7 @@ pub use error::{Invalid, StoreError};
 pub use events::{read_events, read_servers};
 pub use file::{sha256_file, sha256_head};
 pub use gpu_log::{read_gpu, GpuLog};
-pub use lock::is_locked;
+pub use lock::{is_held, is_locked};
 pub use meta::{is_run_dir, read_meta, rebuild_meta, run_meta};
 pub use recorder::{Recorder, Stall, Tell, Unrecorded};
 pub use requests::{read_requests, RequestsWriter, Written};
