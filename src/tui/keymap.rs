@@ -31,6 +31,8 @@ pub enum Key {
     Focus,
     Follow,
     Search,
+    /// `?` in the log: search backward (elsewhere `?` is the help).
+    SearchBack,
     Help,
     Theme,
     Value,
@@ -202,7 +204,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         key: Key::Search,
         name: "search",
-        help: "grid: show configs whose name has the text; log: search as in less (n, N, Esc)",
+        help: "grid: show configs whose name has the text; log: search on, as / in less (n N Esc)",
         defaults: &["/"],
         hint: Some("find"),
     },
@@ -272,9 +274,16 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         key: Key::Help,
         name: "help",
-        help: "this help",
-        defaults: &["?"],
+        help: "this help (in the log, where ? searches back: F1)",
+        defaults: &["?", "f1"],
         hint: Some("help"),
+    },
+    Binding {
+        key: Key::SearchBack,
+        name: "search_back",
+        help: "log: search back from the bottom of the view, as ? in less (n N Esc)",
+        defaults: &["?"],
+        hint: None,
     },
     Binding {
         key: Key::Theme,
@@ -488,12 +497,22 @@ impl Default for Keymap {
 }
 
 impl Keymap {
-    /// The action a key press asks for.
-    pub fn lookup(&self, chord: &Chord) -> Option<Key> {
-        self.entries
+    /// The action a key press asks for in the focused pane: a key that
+    /// searches back in the log (`?`) is the help elsewhere.
+    pub fn lookup_for(&self, chord: &Chord, log_focused: bool) -> Option<Key> {
+        if log_focused && self.chords(Key::SearchBack).contains(chord) {
+            return Some(Key::SearchBack);
+        }
+        let mut found = self
+            .entries
             .iter()
-            .find(|(_, chords)| chords.contains(chord))
-            .map(|(k, _)| *k)
+            .filter(|(_, chords)| chords.contains(chord))
+            .map(|(k, _)| *k);
+        let first = found.next()?;
+        if first == Key::SearchBack {
+            return found.next().or(Some(first));
+        }
+        Some(first)
     }
 
     pub fn chords(&self, key: Key) -> &[Chord] {
@@ -642,7 +661,9 @@ mod tests {
             assert!(!map.chords(b.key).is_empty(), "{} unbound", b.name);
             for d in b.defaults {
                 let chord = Chord::parse(d).unwrap();
-                assert_eq!(map.lookup(&chord), Some(b.key), "{d}");
+                // `?` is the help, and in the log the backward search.
+                let in_log = b.key == Key::SearchBack;
+                assert_eq!(map.lookup_for(&chord, in_log), Some(b.key), "{d}");
             }
         }
     }
@@ -651,23 +672,32 @@ mod tests {
     fn terminal_keys_match_parsed_names() {
         let map = Keymap::default();
         assert_eq!(
-            map.lookup(&press(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            map.lookup_for(&press(KeyCode::Char('c'), KeyModifiers::CONTROL), false),
             Some(Key::Quit)
         );
         assert_eq!(
-            map.lookup(&press(KeyCode::Char('G'), KeyModifiers::SHIFT)),
+            map.lookup_for(&press(KeyCode::Char('G'), KeyModifiers::SHIFT), false),
             Some(Key::Bottom)
         );
         assert_eq!(
-            map.lookup(&press(KeyCode::Char('?'), KeyModifiers::SHIFT)),
+            map.lookup_for(&press(KeyCode::Char('?'), KeyModifiers::SHIFT), false),
+            Some(Key::Help)
+        );
+        // In the log `?` searches back, as in less; F1 is the help there too.
+        assert_eq!(
+            map.lookup_for(&press(KeyCode::Char('?'), KeyModifiers::SHIFT), true),
+            Some(Key::SearchBack)
+        );
+        assert_eq!(
+            map.lookup_for(&press(KeyCode::F(1), KeyModifiers::NONE), true),
             Some(Key::Help)
         );
         assert_eq!(
-            map.lookup(&press(KeyCode::Enter, KeyModifiers::NONE)),
+            map.lookup_for(&press(KeyCode::Enter, KeyModifiers::NONE), false),
             Some(Key::Details)
         );
         assert_eq!(
-            map.lookup(&press(KeyCode::Char('u'), KeyModifiers::NONE)),
+            map.lookup_for(&press(KeyCode::Char('u'), KeyModifiers::NONE), false),
             None
         );
     }
@@ -679,12 +709,15 @@ mod tests {
             .with_overrides(text, Path::new("keys.toml"))
             .unwrap();
         assert_eq!(
-            map.lookup(&Chord::parse("space").unwrap()),
+            map.lookup_for(&Chord::parse("space").unwrap(), false),
             Some(Key::Pause)
         );
-        assert_eq!(map.lookup(&Chord::parse("p").unwrap()), None);
+        assert_eq!(map.lookup_for(&Chord::parse("p").unwrap(), false), None);
         // `h` moved from left to help; left keeps its arrow.
-        assert_eq!(map.lookup(&Chord::parse("h").unwrap()), Some(Key::Help));
+        assert_eq!(
+            map.lookup_for(&Chord::parse("h").unwrap(), false),
+            Some(Key::Help)
+        );
         assert_eq!(map.label(Key::Left), "←");
         assert_eq!(map.label(Key::Help), "h F1");
         // What it took from another action is said, not done silently.

@@ -123,3 +123,14 @@ pub fn geometry(area: Rect, grid: &Grid) -> Geometry {
         cols: inner_w.saturating_sub(label_w) / (col_w + 1),
     }
 }
+
+/// The rows a log line of `chars` characters takes in a pane `width` wide:
+/// one when cut at the edge, as many as its pieces when wrapped (as the log
+/// pane draws it).
+pub fn rows_of(chars: usize, width: usize, wrap: bool) -> usize {
+    if wrap && width > 0 && chars > width {
+        chars.div_ceil(width)
+    } else {
+        1
+    }
+}

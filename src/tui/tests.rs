@@ -1211,37 +1211,116 @@ fn the_log_follows_and_holds_still_when_scrolled_back() {
     assert_eq!(app.ui.log_back, 12);
     press(&mut app, KeyCode::Char('G'));
     assert_eq!(app.ui.log_back, 0);
-    // Search jumps back to the newest match, again to the one before.
-    press(&mut app, KeyCode::Char('/'));
-    for c in "line 4".chars() {
-        press(&mut app, KeyCode::Char(c));
+}
+
+/// The log's search acts as less's: `?` back from the bottom of the view,
+/// `/` on from its top, `n` again the same way, `N` the other; the match is
+/// the top line with what follows it below; a stale "not found" goes with
+/// the next match; Esc ends the search; `?` outside the log is the help.
+#[test]
+fn the_log_search_acts_as_in_less() {
+    let (mut app, _rx) = live(running_story().view());
+    app.update(Action::Resize(120, 40));
+    for i in 0..200 {
+        app.update(Action::Event(Event::Log {
+            config: "tp1-dflash".into(),
+            line: format!("line {i}"),
+            mark: LogMark::Plain,
+        }));
     }
-    press(&mut app, KeyCode::Enter);
-    let shown_bottom = app.view.log.lines.len() - app.ui.log_back - 1;
-    assert_eq!(app.view.log.lines[shown_bottom].text, "line 49");
-    press(&mut app, KeyCode::Char('/'));
-    press(&mut app, KeyCode::Enter);
-    let shown_bottom = app.view.log.lines.len() - app.ui.log_back - 1;
-    assert_eq!(app.view.log.lines[shown_bottom].text, "line 48");
-    // As in less: while the search is on, n goes back, N forward, Enter
-    // too goes back (it opens no details), and the hints say so.
-    let bottom = |app: &App| {
-        app.view.log.lines[app.view.log.lines.len() - app.ui.log_back - 1]
-            .text
-            .clone()
+    // Outside the log `?` is the help.
+    press_mod(&mut app, KeyCode::Char('?'), KeyModifiers::SHIFT);
+    assert!(matches!(app.ui.overlay, Overlay::Help { .. }));
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.ui.focus, crate::tui::ui::Focus::Log);
+    let ask = |app: &mut App, slash: char, q: &str| {
+        press_mod(app, KeyCode::Char(slash), KeyModifiers::SHIFT);
+        for c in q.chars() {
+            press(app, KeyCode::Char(c));
+        }
+        press(app, KeyCode::Enter);
     };
-    press(&mut app, KeyCode::Char('n'));
-    assert_eq!(bottom(&app), "line 47");
-    press(&mut app, KeyCode::Enter);
-    assert_eq!(bottom(&app), "line 46");
-    assert_eq!(app.ui.overlay, Overlay::None);
-    press_mod(&mut app, KeyCode::Char('N'), KeyModifiers::SHIFT);
-    assert_eq!(bottom(&app), "line 47");
+    // The rows of the log pane, top to bottom, as drawn.
+    let log_rows = |app: &mut App| -> Vec<String> {
+        screen(&render(app, 120, 40))
+            .lines()
+            .filter_map(|l| l.split("│line ").nth(1))
+            .map(|rest| {
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect()
+    };
+    // `?` from the bottom (line 199) back: 149 is the newest match; it is
+    // the top row, the lines after it below.
+    ask(&mut app, '?', "line 14");
+    let rows = log_rows(&mut app);
+    assert_eq!(rows.first().map(String::as_str), Some("149"), "{rows:?}");
+    assert_eq!(rows.get(1).map(String::as_str), Some("150"), "{rows:?}");
+    assert!(rows.len() > 5, "{rows:?}");
     let text = screen(&render(&mut app, 120, 40));
     assert!(
-        text.contains("/line 4") && text.contains("N  newer"),
+        text.contains("?line 14") && text.contains("n  older"),
         "{text}"
     );
+    // n: further back; N: the other way.
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("148"));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("147"));
+    press_mod(&mut app, KeyCode::Char('N'), KeyModifiers::SHIFT);
+    press_mod(&mut app, KeyCode::Char('N'), KeyModifiers::SHIFT);
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("149"));
+    // Past the last match: said; the view stays.
+    press_mod(&mut app, KeyCode::Char('N'), KeyModifiers::SHIFT);
+    assert!(app
+        .ui
+        .flash
+        .as_ref()
+        .is_some_and(|f| f.text.contains("not found further on")));
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("149"));
+    // Lines arriving keep the view (and the match) still.
+    for i in 200..210 {
+        app.update(Action::Event(Event::Log {
+            config: "tp1-dflash".into(),
+            line: format!("line {i}"),
+            mark: LogMark::Plain,
+        }));
+    }
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("149"));
+    // The next match makes the "not found" stale: it goes.
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("148"));
+    assert!(app.ui.flash.is_none(), "{:?}", app.ui.flash);
+    // `/` searches on from the top of the view: the match on top first.
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.ui.searching);
+    ask(&mut app, '/', "line 14");
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("148"));
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("149"));
+    let text = screen(&render(&mut app, 120, 40));
+    assert!(
+        text.contains("/line 14") && text.contains("n  newer"),
+        "{text}"
+    );
+    // From the oldest line on, the first match is line 14.
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('g'));
+    ask(&mut app, '/', "line 14");
+    assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("14"));
+    // At the newest lines no match lies further on.
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('G'));
+    ask(&mut app, '/', "line 14");
+    assert!(app
+        .ui
+        .flash
+        .as_ref()
+        .is_some_and(|f| f.text.contains("not found further on")));
     // Esc ends the search: n is the skip key again, Enter in the log opens nothing.
     press(&mut app, KeyCode::Esc);
     assert!(!app.ui.searching);

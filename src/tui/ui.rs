@@ -45,6 +45,8 @@ pub struct Flash {
     /// The pause state a pause or resume message announces: a pause or
     /// resume made since by someone else makes it untrue, and it goes.
     pub pause: Option<bool>,
+    /// A search's "not found": the next match makes it stale, and it goes.
+    pub search: bool,
 }
 
 /// The statistics `%` cycles latency values through.
@@ -76,6 +78,12 @@ pub struct Ui {
     /// A search was made and not ended (Esc): `n`/`N`/Enter move between
     /// its matches instead of doing what they do otherwise.
     pub searching: bool,
+    /// The search runs backward (`?`), as `n` repeats it; `N` reverses.
+    pub search_back: bool,
+    /// The line the search stands on, counted from the first line the
+    /// shown log ever had (stable while lines arrive); a repeated search
+    /// goes on from it.
+    pub search_hit: Option<u64>,
     pub overlay: Overlay,
     pub value: ValueMode,
     /// The statistic latency values are read at (`%`): p50, p90, p99.
@@ -106,6 +114,8 @@ impl Default for Ui {
             data_stale: false,
             last_search: None,
             searching: false,
+            search_back: false,
+            search_hit: None,
             overlay: Overlay::None,
             value: ValueMode::default(),
             stat: STATS[0],

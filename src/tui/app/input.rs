@@ -14,7 +14,8 @@ impl App {
     /// The action a key press asks for, given what is on screen.
     pub fn on_key(&self, ev: &KeyEvent) -> Option<Action> {
         let chord = Chord::from_event(ev);
-        let bound = self.keymap.lookup(&chord);
+        // `?` searches back in the log (as in less) and is the help elsewhere.
+        let bound = self.keymap.lookup_for(&chord, self.ui.focus == Focus::Log);
         match &self.ui.overlay {
             Overlay::ConfirmQuit => match ev.code {
                 KeyCode::Char('y' | 'Y') | KeyCode::Enter => Some(Action::Confirm),
@@ -56,8 +57,8 @@ impl App {
                 _ => Some(Action::Cancel),
             },
             Overlay::None if self.ui.searching && !chord.ctrl && !chord.alt => match ev.code {
-                KeyCode::Char('n') | KeyCode::Enter => Some(Action::SearchAgain(true)),
-                KeyCode::Char('N') => Some(Action::SearchAgain(false)),
+                KeyCode::Char('n') | KeyCode::Enter => Some(Action::SearchAgain { reverse: false }),
+                KeyCode::Char('N') => Some(Action::SearchAgain { reverse: true }),
                 KeyCode::Esc => Some(Action::EndSearch),
                 _ => bound.map(Action::Key),
             },

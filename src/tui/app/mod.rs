@@ -44,9 +44,11 @@ pub enum Action {
     SearchInput(char),
     SearchBackspace,
     SearchSubmit,
-    /// While a search is active (as in less): `n` the next match back
-    /// (`true`), `N` the next one forward; Esc ends the search.
-    SearchAgain(bool),
+    /// While a search is active (as in less): `n` the next match the way
+    /// the search goes, `N` (`reverse`) the other way; Esc ends the search.
+    SearchAgain {
+        reverse: bool,
+    },
     EndSearch,
     /// Something the engine said.
     Event(Event),
@@ -86,7 +88,7 @@ impl Action {
                 | Action::SearchInput(_)
                 | Action::SearchBackspace
                 | Action::SearchSubmit
-                | Action::SearchAgain(_)
+                | Action::SearchAgain { .. }
                 | Action::EndSearch
                 | Action::Resize(..)
         )
@@ -264,7 +266,7 @@ impl App {
             Action::SearchInput(c) => self.type_char(c),
             Action::SearchBackspace => self.backspace(),
             Action::SearchSubmit => self.submit(),
-            Action::SearchAgain(older) => self.search_again(older),
+            Action::SearchAgain { reverse } => self.search_again(reverse),
             Action::EndSearch => {
                 self.ui.searching = false;
                 Redraw::Now
@@ -298,6 +300,7 @@ impl App {
             level,
             until_ms: self.now.unix_ms().saturating_add(FLASH_MS),
             pause: None,
+            search: false,
         });
     }
 

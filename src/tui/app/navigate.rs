@@ -187,6 +187,16 @@ impl App {
             .unwrap_or(1)
     }
 
+    /// The log pane's inside: rows and columns.
+    pub(super) fn log_inner(&self) -> (usize, usize) {
+        self.layout().map_or((1, 80), |a| {
+            (
+                a.log.height.saturating_sub(2) as usize,
+                a.log.width.saturating_sub(2) as usize,
+            )
+        })
+    }
+
     fn log_page(&self) -> usize {
         self.layout()
             .map(|a| a.log.height.saturating_sub(2) as usize)

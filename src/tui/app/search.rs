@@ -1,17 +1,23 @@
-//! The line typed at the bottom: the log pane's search (as in less: Enter
-//! finds, `n`/`N` find again, Esc ends) and the grid's name filter, which
-//! applies as it is typed.
+//! The line typed at the bottom: the log pane's search, as in less (`/`
+//! forward from the top of the view, `?` backward from its bottom, Enter
+//! finds, `n` again the same way, `N` the other way, Esc ends), and the
+//! grid's name filter, which applies as it is typed.
 
 use super::{App, Redraw};
 use crate::model::Level;
+use crate::tui::layout::rows_of;
 use crate::tui::ui::{Focus, Overlay};
 
 impl App {
-    /// `/`: the grid's name filter, or a search of the log.
-    pub(super) fn start_typing(&mut self) -> Redraw {
+    /// `/`: the grid's name filter, or a search of the log forward;
+    /// `?` in the log (`back`): a search backward.
+    pub(super) fn start_typing(&mut self, back: bool) -> Redraw {
         self.ui.overlay = match self.ui.focus {
-            Focus::Grid => Overlay::Filter(self.ui.arrange.name.clone()),
-            Focus::Log | Focus::Gpu => Overlay::Search(String::new()),
+            Focus::Grid if !back => Overlay::Filter(self.ui.arrange.name.clone()),
+            _ => {
+                self.ui.search_back = back;
+                Overlay::Search(String::new())
+            }
         };
         Redraw::Now
     }
@@ -45,7 +51,8 @@ impl App {
     }
 
     /// Enter: keep the filter (saying how many configs match), or search
-    /// back for what was typed (nothing typed: the last search again).
+    /// for what was typed (nothing typed: the last search again), from the
+    /// view's edge the search starts at.
     pub(super) fn submit(&mut self) -> Redraw {
         if matches!(self.ui.overlay, Overlay::Filter(_)) {
             self.ui.overlay = Overlay::None;
@@ -67,14 +74,16 @@ impl App {
         };
         if !q.is_empty() {
             self.ui.searching = true;
-            self.search(&q, true);
+            self.ui.search_hit = None;
+            self.search(&q, self.ui.search_back);
         }
         Redraw::Now
     }
 
-    pub(super) fn search_again(&mut self, older: bool) -> Redraw {
+    /// `n` (`N`: `reverse`): the next match the way the search goes.
+    pub(super) fn search_again(&mut self, reverse: bool) -> Redraw {
         if let Some(q) = self.ui.last_search.clone() {
-            self.search(&q, older);
+            self.search(&q, self.ui.search_back != reverse);
         }
         Redraw::Now
     }
@@ -87,38 +96,89 @@ impl App {
         self.open(Overlay::None)
     }
 
-    /// Jump to the next match above the bottom line of the log view
-    /// (`older`), or below it.
-    fn search(&mut self, q: &str, older: bool) {
+    /// Find the next line with `q` (ignoring case), backward or forward:
+    /// from the line the search stands on, or, on a new search, from the
+    /// view's bottom line (backward) or its top line (forward). The match
+    /// is placed at the top of the view with what follows it below (a
+    /// traceback after its first line is seen whole), as far as the log
+    /// goes; the view stays there while lines arrive.
+    fn search(&mut self, q: &str, back: bool) {
         self.ui.last_search = Some(q.to_string());
         self.ui.focus = Focus::Log;
-        let lines = &self.shown_log().lines;
+        let (rows, width) = self.log_inner();
+        let log = self.shown_log();
+        let lines = &log.lines;
         let n = lines.len();
-        // The line shown at the bottom now; a repeated search goes past it.
-        let bottom = n.saturating_sub(self.ui.log_back);
-        let repeat = self.ui.log_back > 0;
+        // Line numbers the search keeps are counted from the log's first line.
+        let first = log.pushed - n as u64;
+        let bottom = n.saturating_sub(self.ui.log_back + 1);
+        let from_hit = self
+            .ui
+            .search_hit
+            .and_then(|h| h.checked_sub(first))
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|&i| i < n);
         let needle = q.to_lowercase();
         let matches = |i: &usize| lines[*i].text.to_lowercase().contains(&needle);
-        let hit = if older {
-            let from = if repeat {
-                bottom.saturating_sub(1)
-            } else {
-                bottom
-            };
-            (0..from).rev().find(matches)
-        } else {
-            (bottom..n).find(matches)
+        let hit = match (back, from_hit) {
+            (true, Some(h)) => (0..h).rev().find(matches),
+            (true, None) => (0..=bottom.min(n.saturating_sub(1))).rev().find(matches),
+            (false, Some(h)) => (h + 1..n).find(matches),
+            (false, None) => {
+                let top = top_line(lines, bottom, rows, width, self.ui.wrap);
+                (top..n).find(matches)
+            }
         };
         match hit {
             Some(i) => {
-                self.ui.log_back = n - (i + 1);
+                // The match on top, the lines after it below, as many as fit.
+                let mut used = 0;
+                let mut last = i;
+                for (j, l) in lines.iter().enumerate().skip(i) {
+                    let r = rows_of(l.text.chars().count(), width, self.ui.wrap);
+                    if used + r > rows.max(1) && j > i {
+                        break;
+                    }
+                    used += r;
+                    last = j;
+                }
+                self.ui.search_hit = Some(first + i as u64);
+                self.ui.log_back = n - (last + 1);
                 self.ui.follow = false;
                 self.clamp_log();
+                if self.ui.flash.as_ref().is_some_and(|f| f.search) {
+                    self.ui.flash = None;
+                }
             }
             None => {
-                let way = if older { "further back" } else { "further on" };
+                let way = if back { "further back" } else { "further on" };
                 self.flash(Level::Warn, format!("\"{q}\" not found {way}"));
+                if let Some(f) = &mut self.ui.flash {
+                    f.search = true;
+                }
             }
         }
     }
+}
+
+/// The top line of a view whose bottom line is `bottom`: as many lines
+/// above it as fill `rows` rows `width` wide.
+fn top_line(
+    lines: &std::collections::VecDeque<crate::view::state::LogLine>,
+    bottom: usize,
+    rows: usize,
+    width: usize,
+    wrap: bool,
+) -> usize {
+    let mut used = 0;
+    let mut top = bottom.min(lines.len().saturating_sub(1));
+    for j in (0..=top).rev() {
+        let r = rows_of(lines[j].text.chars().count(), width, wrap);
+        if used + r > rows.max(1) && j < bottom {
+            break;
+        }
+        used += r;
+        top = j;
+    }
+    top
 }

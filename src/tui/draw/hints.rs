@@ -113,20 +113,37 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
 }
 
 /// The first chord of a key, as the bar shows it.
+/// In the log, the first that does it there (`?` searches back: help is F1).
 fn chord(app: &App, k: Key) -> Option<String> {
-    app.keymap.chords(k).first().map(|c| c.to_string())
+    let in_log = app.ui.focus == Focus::Log;
+    let chords = app.keymap.chords(k);
+    chords
+        .iter()
+        .find(|c| app.keymap.lookup_for(c, in_log) == Some(k))
+        .or(chords.first())
+        .map(|c| c.to_string())
 }
 
 /// While a line is typed (a search, the grid's filter) or a search is on,
 /// the bar says how to go on.
 fn typing(app: &App) -> Option<Line<'static>> {
     let t = app.theme();
+    let (slash, on, back) = if app.ui.search_back {
+        ("?", "older", "newer")
+    } else {
+        ("/", "newer", "older")
+    };
     if let Overlay::Search(q) = &app.ui.overlay {
+        let from = if app.ui.search_back {
+            "back from the bottom"
+        } else {
+            "on from the top"
+        };
         return Some(Line::from(vec![
-            Span::styled(" / ", t.hint_key),
+            Span::styled(format!(" {slash} "), t.hint_key),
             Span::styled(format!(" {q}"), t.text),
             Span::styled("_", t.hint_key),
-            Span::styled("   Enter: find (again: older)   Esc: stop", t.hint_text),
+            Span::styled(format!("   Enter: find {from}   Esc: stop"), t.hint_text),
         ]));
     }
     if let Overlay::Filter(q) = &app.ui.overlay {
@@ -146,8 +163,8 @@ fn typing(app: &App) -> Option<Line<'static>> {
     }
     if app.ui.searching {
         let q = app.ui.last_search.as_deref().unwrap_or("");
-        let mut line = vec![Span::styled(format!(" /{q} "), t.hint_key)];
-        for (key, what) in [("n", "older"), ("N", "newer"), ("Esc", "end search")] {
+        let mut line = vec![Span::styled(format!(" {slash}{q} "), t.hint_key)];
+        for (key, what) in [("n", on), ("N", back), ("Esc", "end search")] {
             line.push(Span::styled(format!("  {key} "), t.hint_key));
             line.push(Span::styled(format!(" {what}"), t.hint_text));
         }
