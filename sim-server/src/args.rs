@@ -60,6 +60,13 @@ pub struct SimArgs {
     /// Never sleep: tokens as fast as the machine can send them.
     #[arg(long)]
     pub max_speed: bool,
+    /// Write, for every streamed request, when each of its text chunks was
+    /// handed to the connection, as a JSON line
+    /// `{"id":…,"sent_us":[…]}` (microseconds since the request's head was
+    /// in): the server's own timing, to tell a client's error from the
+    /// server's lateness (`cargo bench --bench load`).
+    #[arg(long, value_name = "PATH")]
+    pub send_log: Option<std::path::PathBuf>,
     /// Time from start to ready, with startup log lines meanwhile.
     #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub startup_ms: u64,

@@ -415,13 +415,30 @@ async fn completion(
 }
 
 /// The answer as server-sent events, produced while the client reads.
+/// With `--send-log`, each text chunk is timed as the connection takes it.
 fn streamed(shared: &Arc<Shared>, gen: Generation) -> Response<Body> {
-    let (tx, rx) = mpsc::channel::<Bytes>(16);
+    let (tx, rx) = mpsc::channel::<engine::Event>(16);
+    let log = shared
+        .send_log
+        .get()
+        .cloned()
+        .map(|tx| (tx, gen.id.clone(), gen.start, Vec::new()));
     tokio::spawn(engine::generate(shared.clone(), gen, Sink::Stream(tx)));
-    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    let frames = futures_util::stream::unfold((rx, log), |(mut rx, mut log)| async move {
+        match rx.recv().await {
+            Some(ev) => {
+                if let (true, Some((_, _, start, sent))) = (ev.text, &mut log) {
+                    sent.push(start.elapsed().as_micros() as u64);
+                }
+                Some((Ok::<_, Infallible>(Frame::data(ev.bytes)), (rx, log)))
+            }
+            None => {
+                if let Some((tx, id, _, sent)) = log {
+                    let _ = tx.send(crate::send_log::line(&id, &sent));
+                }
+                None
+            }
+        }
     });
     let mut r = response(
         StatusCode::OK,

@@ -84,6 +84,7 @@ mod http;
 mod logs;
 mod metrics;
 mod script;
+mod send_log;
 mod startup;
 mod style;
 mod texts;
@@ -117,7 +118,16 @@ pub async fn serve(mut args: SimArgs) -> std::io::Result<()> {
     };
     args.port = listener.local_addr()?.port();
     let port = args.port;
+    let send_log = match &args.send_log {
+        Some(path) => Some(send_log::start(path).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("--send-log {}: {e}", path.display()))
+        })?),
+        None => None,
+    };
     let shared = Shared::new(args);
+    if let Some(tx) = send_log {
+        let _ = shared.send_log.set(tx);
+    }
     if let Some(mb_per_s) = shared.args.flood_mb_per_s() {
         faults::start_flood(shared.style.clone(), mb_per_s);
     }

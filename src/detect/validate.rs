@@ -491,6 +491,7 @@ mod tests {
     fn rec(tokens: u64, max: u32, error: Option<RequestError>) -> RequestRecord {
         let chunks = (0..tokens).map(|i| ((10 + i) * 1_000_000, 4)).collect();
         RequestRecord {
+            id: None,
             start_ns: 0,
             chunks,
             end_ns: (11 + tokens) * 1_000_000,

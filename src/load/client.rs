@@ -123,8 +123,9 @@ pub fn request_json(target: &Target, prompt: &str, max_tokens: u32) -> serde_jso
 }
 
 /// Send one streaming request on a pooled connection and time it. The send
-/// time is taken after the body is encoded, just before the connection is
-/// taken and the request written.
+/// time is when the request's first bytes were written to the socket (on
+/// the wire clock), else when it was about to be: after the body is encoded,
+/// before the connection is taken.
 pub async fn send(
     pool: &Arc<Pool>,
     target: &Target,
@@ -186,6 +187,12 @@ async fn stream(
             return;
         }
     };
+    // On the wire clock the request starts when its bytes went out: what
+    // the client took to get there (a connection, its turn on a busy
+    // core) is not the server's.
+    if let Some(at) = conn.sent() {
+        rec.start_ns = rec.start_ns.max(progress.ns_at(at));
+    }
     let status = resp.status().as_u16();
     let is_sse = resp
         .headers()
@@ -395,6 +402,8 @@ impl When {
 #[derive(Deserialize)]
 struct Chunk<'a> {
     #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
     choices: Choices<'a>,
     #[serde(default)]
     usage: Option<Usage>,
@@ -531,6 +540,9 @@ pub(super) fn handle_event(
             body: truncate(&String::from_utf8_lossy(data), MAX_ERROR_BODY),
         });
         return;
+    }
+    if let (None, Some(id)) = (&rec.id, &chunk.id) {
+        rec.id = Some(truncate(id, 128));
     }
     let text_len = chunk.choices.text_len;
     if let Some(f) = &chunk.choices.finish_reason {

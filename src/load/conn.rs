@@ -57,6 +57,12 @@ impl Conn {
         self.stamp.arrival()
     }
 
+    /// When the latest request's first bytes went to the socket, on the wire
+    /// clock.
+    pub fn sent(&self) -> Option<std::time::Instant> {
+        self.stamp.sent()
+    }
+
     /// Await `fut` (e.g. the next body frame) while driving the connection.
     pub async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
         drive_with(&mut self.driver, fut).await
@@ -67,8 +73,13 @@ impl Conn {
         &mut self,
         req: hyper::Request<Full<Bytes>>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error> {
-        let Conn { sender, driver, .. } = self;
+        let Conn {
+            sender,
+            driver,
+            stamp,
+        } = self;
         drive_with(driver, poll_fn(|cx| sender.poll_ready(cx))).await?;
+        stamp.unsent();
         let fut = sender.send_request(req);
         drive_with(driver, fut).await
     }

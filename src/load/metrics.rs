@@ -566,6 +566,7 @@ mod tests {
 
     fn rec(start: u64, chunks: &[(u64, u32)], end: u64, usage: Option<u64>) -> RequestRecord {
         RequestRecord {
+            id: None,
             start_ns: start * MS,
             chunks: chunks.iter().map(|&(t, c)| (t * MS, c)).collect(),
             end_ns: end * MS,

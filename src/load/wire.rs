@@ -29,6 +29,10 @@ const MAX_AGE: Duration = Duration::from_secs(30);
 pub struct Stamp {
     /// Nanoseconds since [`origin`]; 0: the latest read had no timestamp.
     arrival_ns: AtomicU64,
+    /// When the first write since [`Stamp::unsent`] went to the socket
+    /// (ns since [`origin`]; 0: none yet): a request's send time is when
+    /// its bytes left, not when a busy client meant to send them.
+    sent_ns: AtomicU64,
 }
 
 impl Stamp {
@@ -37,6 +41,28 @@ impl Stamp {
         match self.arrival_ns.load(Relaxed) {
             0 => None,
             ns => Some(origin() + Duration::from_nanos(ns)),
+        }
+    }
+
+    /// A request is about to be written: its first write is its send time.
+    pub fn unsent(&self) {
+        self.sent_ns.store(0, Relaxed);
+    }
+
+    /// When the first write since [`Stamp::unsent`] went to the socket.
+    pub fn sent(&self) -> Option<Instant> {
+        match self.sent_ns.load(Relaxed) {
+            0 => None,
+            ns => Some(origin() + Duration::from_nanos(ns)),
+        }
+    }
+
+    fn wrote(&self) {
+        if self.sent_ns.load(Relaxed) == 0 {
+            let ns = Instant::now()
+                .saturating_duration_since(origin())
+                .as_nanos() as u64;
+            self.sent_ns.store(ns.max(1), Relaxed);
         }
     }
 
@@ -227,13 +253,26 @@ pub fn arrival(sec: i64, nsec: i64) -> Option<Instant> {
     now.checked_sub(age)
 }
 
+impl WireStream {
+    /// A write that put bytes in the socket: on the wire clock, the first
+    /// of a request is its send time.
+    fn wrote(&self, r: &Poll<io::Result<usize>>) {
+        if self.stamped && matches!(r, Poll::Ready(Ok(n)) if *n > 0) {
+            self.stamp.wrote();
+        }
+    }
+}
+
 impl AsyncWrite for WireStream {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.wrote(&r);
+        r
     }
 
     fn poll_write_vectored(
@@ -241,7 +280,10 @@ impl AsyncWrite for WireStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.wrote(&r);
+        r
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -65,6 +65,10 @@ pub enum RequestError {
 /// started, taken when the bytes arrived.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {
+    /// The server's id for the request (its stream's `id`, at most 128
+    /// bytes): to find it in the server's own log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     pub start_ns: u64,
     /// Arrival of every chunk that carried text, with its text length in
     /// bytes: on the wire clock (the kernel's receive time) where the

@@ -251,6 +251,7 @@ mod tests {
 
     fn record(i: u64) -> RequestRecord {
         RequestRecord {
+            id: None,
             start_ns: i * 1000,
             chunks: (0..64)
                 .map(|k| (i * 1000 + 200_000_000 + k * 10_000_000, 4))

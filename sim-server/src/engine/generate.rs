@@ -38,10 +38,16 @@ pub struct Generation {
     pub start: Instant,
 }
 
+/// One SSE event for the response body, and whether it carries text.
+pub struct Event {
+    pub bytes: Bytes,
+    pub text: bool,
+}
+
 /// Where generated chunks go.
 pub enum Sink {
     /// SSE events to the response body.
-    Stream(mpsc::Sender<Bytes>),
+    Stream(mpsc::Sender<Event>),
     /// The whole text, for a non-streaming response.
     Collect(String),
 }
@@ -58,8 +64,18 @@ pub enum Outcome {
 
 impl Sink {
     async fn send(&mut self, event: String) -> bool {
+        self.send_event(event, false).await
+    }
+
+    async fn send_event(&mut self, event: String, text: bool) -> bool {
         match self {
-            Sink::Stream(tx) => tx.send(Bytes::from(event)).await.is_ok(),
+            Sink::Stream(tx) => tx
+                .send(Event {
+                    bytes: Bytes::from(event),
+                    text,
+                })
+                .await
+                .is_ok(),
             Sink::Collect(_) => true,
         }
     }
@@ -250,15 +266,20 @@ pub async fn generate(shared: Arc<Shared>, gen: Generation, mut sink: Sink) -> O
         }
         emitted += granted;
         let finish = (emitted == gen.max_tokens).then_some("length");
+        // The token is out of the engine now; its chunk may reach the
+        // client before this task runs again, so it is timed before it goes.
+        let now = Instant::now();
         match &mut sink {
             Sink::Collect(all) => all.push_str(&piece),
             Sink::Stream(_) => {
-                if !sink.send(sse(&gen.content_chunk(&piece, finish))).await {
+                if !sink
+                    .send_event(sse(&gen.content_chunk(&piece, finish)), true)
+                    .await
+                {
                     return Outcome::Ended;
                 }
             }
         }
-        let now = Instant::now();
         let latency = &mut shared.counters().latency;
         if emitted == granted {
             latency.ttft.observe((now - gen.start).as_secs_f64());

@@ -21,7 +21,7 @@ mod pacing;
 #[cfg(test)]
 mod tests;
 
-pub use generate::{generate, Endpoint, Generation, Outcome, Sink};
+pub use generate::{generate, Endpoint, Event, Generation, Outcome, Sink};
 pub use lines::stats_loop;
 pub use pacing::Pacing;
 
@@ -121,6 +121,8 @@ pub struct Shared {
     phase_tx: watch::Sender<Phase>,
     request_seq: AtomicU64,
     token_fault: Option<(u64, TokenFault)>,
+    /// `--send-log`: where each streamed request's chunk times go.
+    pub send_log: std::sync::OnceLock<std::sync::mpsc::Sender<String>>,
 }
 
 #[cfg(test)]
@@ -147,6 +149,7 @@ impl Shared {
             phase_tx: watch::channel(Phase::Running).0,
             request_seq: AtomicU64::new(0),
             token_fault,
+            send_log: std::sync::OnceLock::new(),
         })
     }
 
