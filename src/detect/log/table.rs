@@ -47,21 +47,18 @@ pub(super) const PATTERNS: &[Pattern] = &[
     },
     Pattern {
         meaning: Meaning::Benign,
-        literals: &["token indices sequence length"],
+        literals: &["indices sequence length"],
         regex: r"token indices sequence length is longer than the specified maximum",
     },
     Pattern {
         meaning: Meaning::Fatal(K::OomKilled),
         literals: &[
-            // Ray's `ray.exceptions.OutOfMemoryError` (the literal is shared
-            // with CUDA's entry below).
-            "outofmemoryerror",
-            "running low on memory",
-            "memory pressure",
-            "worker died",
-            // `ray-oom-prevention` (the literal is shared with `oom-kill`).
-            "oom",
-            // `Ray killed this worker` (shared with the entries below).
+            // `OutOfMemoryError`, `low on memory`, `memory pressure`: one
+            // literal shared with CUDA's entry below (the set stays within
+            // the SIMD prefilter's 64, and no hot stats line has it).
+            "memory", // `worker died` (shared with `died unexpectedly`).
+            "died", // `ray-oom-prevention` (the literal is shared with `oom-kill`).
+            "oom", // `Ray killed this worker` (shared with the entries below).
             "killed",
         ],
         regex: r"ray\.exceptions\.outofmemoryerror|running low on memory|killed due to memory pressure|worker died.*\b(oom|out of memory)\b|ray-oom-prevention|\bray killed this worker\b",
@@ -120,7 +117,7 @@ pub(super) const PATTERNS: &[Pattern] = &[
             "nokernelimage",
             "no_binary_for_gpu",
             "not compatible with the current pytorch",
-            "compute capability",
+            "capability",
         ],
         regex: r"no kernel image is available for execution on the device|\bcuda_error_no_binary_for_gpu\b|cudaerrornokernelimagefordevice|is not compatible with the current pytorch installation|only supported on gpus with compute capability of at least|gpus with compute capability below \d[\d.]* are not supported",
     },
@@ -128,18 +125,14 @@ pub(super) const PATTERNS: &[Pattern] = &[
         meaning: Meaning::Fatal(K::CudaOom),
         literals: &[
             "# gpu blocks: 0",
-            "out of memory",
-            "outofmemoryerror",
-            // `failed to allocate CUDA`, `ALLOC_FAILED`, `cudaErrorMemoryAllocation`.
+            // `out of memory`, `OutOfMemoryError`, `CUDA_ERROR_OUT_OF_MEMORY`,
+            // `insufficient gpu memory`, `not enough memory`, `no available
+            // memory`, `available kv cache memory`, `cudaErrorMemoryAllocation`.
+            "memory",
+            // `failed to allocate CUDA`, `ALLOC_FAILED`.
             "alloc",
-            "insufficient gpu memory",
-            "not enough memory",
-            "no available memory",
-            // `CUDA_ERROR_OUT_OF_MEMORY`.
-            "_of_memory",
             // Not "kv cache" alone: vLLM's every stats line says it.
             "stored in kv cache",
-            "available kv cache memory",
         ],
         regex: r"# gpu blocks: 0(?:[^0-9]|$)|(cuda|hip) out of memory|\b(?:decode|prefill) out of memory\. try|cudamalloc\w*\(.*\): out of memory|\)\): out of memory\b|insufficient gpu memory|outofmemoryerror|cuda error: out of memory|\bcuda(?:\]| runtime error| driver error)?: out of memory|\bcuda_error_out_of_memory\b|cudamalloc failed: out of memory|failed to allocate cuda\d* buffer|cudaerrormemoryallocation|cublas_status_alloc_failed|\bnot enough memory\b|no available memory for the cache blocks|maximum number of tokens that can be stored in kv cache|larger than the available kv cache memory",
     },
@@ -165,9 +158,24 @@ pub(super) const PATTERNS: &[Pattern] = &[
         // (an illegal address, OOM, an assert, no kernel image, NCCL's own
         // errors) and before Triton's compiler errors.
         meaning: Meaning::Fatal(K::CudaError),
-        // Every wording names CUDA (`[CUDA]`, `CUDA-capable`) but the
-        // kernel's Xid: two literals keep the set within the SIMD prefilter's 64.
-        literals: &["cuda", "xid"],
+        // Not `cuda` alone: SGLang's every decode line says `cuda graph`.
+        // The CUDA runtime's, the driver API's and PyTorch's names
+        // (`cudaError…`, `CUDA_ERROR_…`, `CUDA error`, `unhandled cuda
+        // error`), `CUDA driver error`, `cuda runtime error (N)`, the launch
+        // and ECC faults, and the kernel's Xid.
+        literals: &[
+            "cudaerror",
+            "cuda_error",
+            "cuda error",
+            "driver error",
+            "runtime error",
+            "launch ",
+            "misaligned address",
+            "invalid program counter",
+            "busy or unavailable",
+            "ecc",
+            "xid",
+        ],
         regex: r"\bcudaerror[a-z]+\b|\bcuda_error_[a-z_]+\b|\bcuda error: \S|\bunhandled cuda error\b|\bcuda driver error\b|\bcuda runtime error \(\d+\)|\bcuda\b.*(?:unspecified launch failure|the launch timed out|misaligned address|invalid program counter|busy or unavailable|uncorrectable ecc|double[- ]bit ecc)|\bnvrm: xid\b|\bxid \(pci:",
     },
     Pattern {
@@ -175,7 +183,7 @@ pub(super) const PATTERNS: &[Pattern] = &[
         literals: &[
             "triton",
             // `OutOfResources`, `out of resource`.
-            "resource",
+            "esource",
             "ptxas",
             "inductorerror",
             "gcc: fatal error",
@@ -213,7 +221,7 @@ pub(super) const PATTERNS: &[Pattern] = &[
             // `vllm: error: unrecognized arguments`, clap's `error: invalid value`.
             "error: ",
             "derived max_model_len",
-            "model architectures",
+            "architectures",
             "couldn't bind",
             "initialization failed",
             "load",
@@ -226,10 +234,11 @@ pub(super) const PATTERNS: &[Pattern] = &[
     Pattern {
         meaning: Meaning::Gone,
         literals: &[
-            "enginedeaderror",
-            "engine loop is not running",
+            "deaderror",
+            "loop is not running",
             "sig",
-            "died unexpectedly",
+            // `died unexpectedly` (shared with `worker died`).
+            "died",
             "encountered a fatal error",
             "initialization failed",
             "iteration timed out",
@@ -244,7 +253,7 @@ pub(super) const PATTERNS: &[Pattern] = &[
             "fired up and ready to roll",
             "application startup complete",
             "listening on",
-            "is ready at",
+            "ready at",
         ],
         regex: r"the server is fired up and ready to roll|application startup complete|server is listening on|\bllama_server: listening on https?://|application '[^']*' is ready at https?://",
     },
