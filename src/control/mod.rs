@@ -195,6 +195,7 @@ pub fn serve(
         };
         let mut clients: Vec<Client> = Vec::new();
         let mut told: usize = 0;
+        let mut logs_open = true;
         let acceptor = tokio::spawn(accept_loop(listener, hello, hub_tx, commands));
         loop {
             tokio::select! {
@@ -224,8 +225,8 @@ pub fn serve(
                     }
                     Err(broadcast::error::RecvError::Closed) => break,
                 },
-                log = logs_rx.recv() => {
-                    if let Ok(ev) = log {
+                log = logs_rx.recv(), if logs_open => match log {
+                    Ok(ev) => {
                         let l = line(&ServerMsg::Event { event: ev });
                         if history.logs.len() >= LOG_HISTORY {
                             history.logs.pop_front();
@@ -233,6 +234,13 @@ pub fn serve(
                         history.logs.push_back(l.clone());
                         send_all(&clients, &l);
                     }
+                    // Lines missed: the log file has them.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    // The engine is done and its log stream with it; the
+                    // events (the end, viewers coming and going) go on. A
+                    // closed stream answers at once: asked again, it would
+                    // spin a core until the process ends.
+                    Err(broadcast::error::RecvError::Closed) => logs_open = false,
                 },
                 msg = hub_rx.recv() => match msg {
                     Some(HubMsg::Join(client, reply)) => {

@@ -112,6 +112,40 @@ fn only_the_owner_may_attach() {
     );
 }
 
+/// The engine is done (its log stream ended) while the hub serves on: it
+/// waits for what comes next, it does not spin on the ended stream. Time is
+/// paused, so an hour passes at once when every task waits, and never while
+/// one spins; the thread is watched so a spinning hub fails the test.
+#[test]
+fn the_hub_waits_once_the_log_stream_has_ended() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let dir = tmpdir("logs-ended");
+            let bus = Bus::new();
+            let (tx, _rx) = mpsc::channel(8);
+            let listener = bind(&dir).await.unwrap();
+            let _server = serve(listener, &dir, "demo", &bus, tx, Vec::new());
+            let Bus { events, logs } = bus;
+            drop(logs);
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            // Still serving: an event sent now is taken.
+            events.send(notice(1)).unwrap();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        });
+        let _ = done_tx.send(());
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(120)).is_ok(),
+        "the hub spins on the ended log stream"
+    );
+}
+
 #[tokio::test]
 async fn a_viewer_that_stops_reading_never_blocks_and_is_resynchronised() {
     let dir = tmpdir("slow");

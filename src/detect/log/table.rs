@@ -57,8 +57,8 @@ pub(super) const PATTERNS: &[Pattern] = &[
             // literal shared with CUDA's entry below (the set stays within
             // the SIMD prefilter's 64, and no hot stats line has it).
             "memory", // `worker died` (shared with `died unexpectedly`).
-            "died", // `ray-oom-prevention` (the literal is shared with `oom-kill`).
-            "oom", // `Ray killed this worker` (shared with the entries below).
+            "died",   // `ray-oom-prevention` (the literal is shared with `oom-kill`).
+            "oom",    // `Ray killed this worker` (shared with the entries below).
             "killed",
         ],
         regex: r"ray\.exceptions\.outofmemoryerror|running low on memory|killed due to memory pressure|worker died.*\b(oom|out of memory)\b|ray-oom-prevention|\bray killed this worker\b",
