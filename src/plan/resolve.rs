@@ -82,6 +82,29 @@ impl Resolver<'_> {
     }
 
     fn error(&self, e: ResolveError, at: Range<usize>) -> PlanError {
+        // A name the text does not hold itself came through a var or a
+        // `set` value: the error points at where it is written.
+        let (at, through) = match &e {
+            ResolveError::Fill(FillError::Unknown(name)) => {
+                let written = format!("{{{name}}}");
+                let own = self
+                    .ctx
+                    .source
+                    .get(at.clone())
+                    .is_some_and(|t| t.contains(&written));
+                match self.ctx.source.find(&written) {
+                    Some(i) if !own => {
+                        let (line, _) = super::located::line_col(self.ctx.source, at.start);
+                        (
+                            i..i + written.len(),
+                            format!(" (a value the text at line {line} takes in)"),
+                        )
+                    }
+                    _ => (at, String::new()),
+                }
+            }
+            _ => (at, String::new()),
+        };
         let unclosed = |text: &str| {
             self.ctx.err(
                 at.clone(),
@@ -116,7 +139,7 @@ impl Resolver<'_> {
                 self.ctx.err(
                     at,
                     format!(
-                        "unresolved placeholder `{{{e}}}` for config `{}` ({}){}define it in [vars], a matrix axis, or a `set` rule",
+                        "unresolved placeholder `{{{e}}}`{through} for config `{}` ({}){}define it in [vars], a matrix axis, or a `set` rule",
                         self.id,
                         if axes.is_empty() { "no axes".to_string() } else { axes.join(", ") },
                         if hint.is_empty() { "; ".to_string() } else { format!("{hint} ") }

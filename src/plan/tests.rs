@@ -139,6 +139,21 @@ fn a_misspelt_placeholder_gets_the_name_it_was_near() {
     assert!(e.message.contains("did you mean `{model}`?"), "{e}");
 }
 
+/// A misspelt name inside a `set` rule's var is pointed at where it is
+/// written, not at the command that takes the var in.
+#[test]
+fn a_placeholder_typo_in_a_var_points_at_the_var() {
+    let text = BASE.replace("--budget {budget}\"", "--budget {budgt}\"");
+    let e = err(&text);
+    assert_eq!(e.line, 28, "{e}");
+    assert!(
+        e.message
+            .contains("`{budgt}` (a value the text at line 8 takes in)")
+            && e.message.contains("did you mean `{budget}`?"),
+        "{e}"
+    );
+}
+
 #[test]
 fn unresolved_placeholder_is_located() {
     let text = BASE.replace("--tp {tp}", "--tp {tp} --dtype {dtype}");
