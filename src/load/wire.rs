@@ -57,11 +57,10 @@ impl Stamp {
         }
     }
 
-    fn wrote(&self) {
+    /// A write that began at `at` put bytes in the socket.
+    fn wrote(&self, at: Instant) {
         if self.sent_ns.load(Relaxed) == 0 {
-            let ns = Instant::now()
-                .saturating_duration_since(origin())
-                .as_nanos() as u64;
+            let ns = at.saturating_duration_since(origin()).as_nanos() as u64;
             self.sent_ns.store(ns.max(1), Relaxed);
         }
     }
@@ -254,11 +253,13 @@ pub fn arrival(sec: i64, nsec: i64) -> Option<Instant> {
 }
 
 impl WireStream {
-    /// A write that put bytes in the socket: on the wire clock, the first
-    /// of a request is its send time.
-    fn wrote(&self, r: &Poll<io::Result<usize>>) {
+    /// A write begun at `at` that put bytes in the socket: on the wire
+    /// clock, the first of a request is its send time. Taken before the
+    /// call, since on loopback the server may read the bytes before the
+    /// call returns.
+    fn wrote(&self, at: Instant, r: &Poll<io::Result<usize>>) {
         if self.stamped && matches!(r, Poll::Ready(Ok(n)) if *n > 0) {
-            self.stamp.wrote();
+            self.stamp.wrote(at);
         }
     }
 }
@@ -270,8 +271,9 @@ impl AsyncWrite for WireStream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        let at = Instant::now();
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.wrote(&r);
+        this.wrote(at, &r);
         r
     }
 
@@ -281,8 +283,9 @@ impl AsyncWrite for WireStream {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        let at = Instant::now();
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.wrote(&r);
+        this.wrote(at, &r);
         r
     }
 
