@@ -338,6 +338,45 @@ mod tests {
         assert_eq!(s.arrival(), None);
     }
 
+    /// A request's send time is when its first bytes went to the socket,
+    /// taken before that write: a client busy between meaning to send and
+    /// sending does not count its delay; the rest of the request does not
+    /// move it; the next request starts anew.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_request_is_sent_when_its_first_bytes_are_written() {
+        use std::io::Read;
+        use tokio::io::AsyncWriteExt;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let mut s = WireStream::new(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+        assert!(s.stamped());
+        let (mut peer, _) = l.accept().unwrap();
+        let stamp = s.stamp();
+        stamp.unsent();
+        let meant = Instant::now();
+        assert_eq!(stamp.sent(), None, "nothing written yet");
+        // Busy before it writes.
+        std::thread::sleep(Duration::from_millis(30));
+        let before = Instant::now();
+        s.write_all(b"POST / HTTP/1.1\r\n").await.unwrap();
+        let after = Instant::now();
+        let sent = stamp.sent().expect("stamped by the write");
+        assert!(
+            sent >= before && sent <= after,
+            "{sent:?} not within the write"
+        );
+        assert!(sent.duration_since(meant) >= Duration::from_millis(30));
+        s.write_all(b"\r\n").await.unwrap();
+        assert_eq!(stamp.sent(), Some(sent), "the rest of the request");
+        stamp.unsent();
+        std::thread::sleep(Duration::from_millis(1));
+        s.write_all(b"POST").await.unwrap();
+        assert!(stamp.sent().unwrap() > sent, "the next request");
+        let mut buf = [0u8; 64];
+        let _ = peer.read(&mut buf).unwrap();
+    }
+
     /// Bytes that waited in the socket while the client did something else
     /// are stamped when they arrived, not when they were read. (The kernel
     /// turns receive timestamps on for the machine when the first socket
