@@ -1328,6 +1328,27 @@ fn the_log_search_acts_as_in_less() {
     assert_eq!(app.ui.overlay, Overlay::None);
 }
 
+/// A search of a log with no line yet finds nothing and says so.
+#[test]
+fn a_search_of_an_empty_log_says_not_found() {
+    let mut view = running_story().view();
+    view.log = Default::default();
+    let (mut app, _rx) = live(view);
+    app.update(Action::Resize(120, 40));
+    press(&mut app, KeyCode::Tab);
+    for slash in ['/', '?'] {
+        press_mod(&mut app, KeyCode::Char(slash), KeyModifiers::SHIFT);
+        press(&mut app, KeyCode::Char('x'));
+        press(&mut app, KeyCode::Enter);
+        assert!(app
+            .ui
+            .flash
+            .as_ref()
+            .is_some_and(|f| f.text.contains("not found")));
+        press(&mut app, KeyCode::Esc);
+    }
+}
+
 #[test]
 fn the_grid_scrolls_to_keep_the_selection_in_view() {
     let (mut app, _rx) = live(crash_story().view());

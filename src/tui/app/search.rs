@@ -120,28 +120,22 @@ impl App {
             .filter(|&i| i < n);
         let needle = q.to_lowercase();
         let matches = |i: &usize| lines[*i].text.to_lowercase().contains(&needle);
+        let wrap = self.ui.wrap;
+        let rows_at = |j: usize| rows_of(lines[j].text.chars().count(), width, wrap);
         let hit = match (back, from_hit) {
             (true, Some(h)) => (0..h).rev().find(matches),
-            (true, None) => (0..=bottom.min(n.saturating_sub(1))).rev().find(matches),
+            (true, None) => (0..n.min(bottom + 1)).rev().find(matches),
             (false, Some(h)) => (h + 1..n).find(matches),
             (false, None) => {
-                let top = top_line(lines, bottom, rows, width, self.ui.wrap);
+                // The view's top line: as many above its bottom as fill it.
+                let top = last_fitting((0..n.min(bottom + 1)).rev(), rows, rows_at).unwrap_or(0);
                 (top..n).find(matches)
             }
         };
         match hit {
             Some(i) => {
                 // The match on top, the lines after it below, as many as fit.
-                let mut used = 0;
-                let mut last = i;
-                for (j, l) in lines.iter().enumerate().skip(i) {
-                    let r = rows_of(l.text.chars().count(), width, self.ui.wrap);
-                    if used + r > rows.max(1) && j > i {
-                        break;
-                    }
-                    used += r;
-                    last = j;
-                }
+                let last = last_fitting(i..n, rows, rows_at).unwrap_or(i);
                 self.ui.search_hit = Some(first + i as u64);
                 self.ui.log_back = n - (last + 1);
                 self.ui.follow = false;
@@ -161,24 +155,21 @@ impl App {
     }
 }
 
-/// The top line of a view whose bottom line is `bottom`: as many lines
-/// above it as fill `rows` rows `width` wide.
-fn top_line(
-    lines: &std::collections::VecDeque<crate::view::state::LogLine>,
-    bottom: usize,
+/// Walking lines in `order`, the last that still fits in `rows` rows (the
+/// first always does), each taking `rows_at` rows.
+fn last_fitting(
+    order: impl Iterator<Item = usize>,
     rows: usize,
-    width: usize,
-    wrap: bool,
-) -> usize {
+    rows_at: impl Fn(usize) -> usize,
+) -> Option<usize> {
     let mut used = 0;
-    let mut top = bottom.min(lines.len().saturating_sub(1));
-    for j in (0..=top).rev() {
-        let r = rows_of(lines[j].text.chars().count(), width, wrap);
-        if used + r > rows.max(1) && j < bottom {
+    let mut last = None;
+    for j in order {
+        used += rows_at(j);
+        if used > rows.max(1) && last.is_some() {
             break;
         }
-        used += r;
-        top = j;
+        last = Some(j);
     }
-    top
+    last
 }
