@@ -430,6 +430,10 @@ pub struct Keymap {
 /// throws away the running cell's GPU time, excluding a config its cells.
 pub const CONFIRMED: &[Key] = &[Key::SkipConfig, Key::SkipCell, Key::Exclude];
 
+/// The actions of the log pane alone: there their keys come first, and a key
+/// they share with another action does that one everywhere else.
+pub const LOG_ONLY: &[Key] = &[Key::SearchBack];
+
 /// A key name no terminal key goes by.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown key \"{0}\"")]
@@ -500,19 +504,18 @@ impl Keymap {
     /// The action a key press asks for in the focused pane: a key that
     /// searches back in the log (`?`) is the help elsewhere.
     pub fn lookup_for(&self, chord: &Chord, log_focused: bool) -> Option<Key> {
-        if log_focused && self.chords(Key::SearchBack).contains(chord) {
-            return Some(Key::SearchBack);
-        }
-        let mut found = self
-            .entries
-            .iter()
-            .filter(|(_, chords)| chords.contains(chord))
-            .map(|(k, _)| *k);
-        let first = found.next()?;
-        if first == Key::SearchBack {
-            return found.next().or(Some(first));
-        }
-        Some(first)
+        let bound = || {
+            self.entries
+                .iter()
+                .filter(|(_, chords)| chords.contains(chord))
+                .map(|(k, _)| *k)
+        };
+        // A log key comes first in the log and last elsewhere, so a key it
+        // shares (`?`) does the other action outside the log.
+        let in_log = |k: &Key| LOG_ONLY.contains(k);
+        bound()
+            .find(|k| in_log(k) == log_focused)
+            .or_else(|| bound().next())
     }
 
     pub fn chords(&self, key: Key) -> &[Chord] {
