@@ -14,6 +14,7 @@ use crate::model::{GpuSample, GpuStatus};
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
 use crate::tui::ui::Focus;
+use crate::view::state::History;
 
 /// Temperatures from here on are drawn hot.
 const HOT_C: u32 = 85;
@@ -316,9 +317,6 @@ fn marker(app: &App, active: bool) -> Span<'static> {
         Span::raw(" ")
     }
 }
-
-/// A history of percentages per GPU (utilisation, memory in use).
-type History = std::collections::BTreeMap<u32, std::collections::VecDeque<Option<u8>>>;
 
 /// A GPU's history as a bar chart `h` rows high, newest sample at the
 /// right, one column per sample, with a 0-100 % scale on the left.

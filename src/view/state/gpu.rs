@@ -9,14 +9,18 @@ use crate::model::{GpuSnapshot, GpuStatus};
 /// GPU samples kept for the sparklines.
 pub const GPU_HISTORY: usize = 240;
 
+/// A history of percentages per GPU index (None: not reported at that
+/// sample), the last [`GPU_HISTORY`] samples.
+pub type History = BTreeMap<u32, VecDeque<Option<u8>>>;
+
 /// GPU telemetry as shown: the latest snapshot and a short history per GPU.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuView {
     pub latest: Option<GpuSnapshot>,
     /// Utilisation history per GPU index (None: not reported at that sample).
-    pub util: BTreeMap<u32, VecDeque<Option<u8>>>,
+    pub util: History,
     /// Memory in use, % of the GPU's, history per GPU index.
-    pub mem: BTreeMap<u32, VecDeque<Option<u8>>>,
+    pub mem: History,
     /// Samples seen per GPU index since the start (the histories keep the
     /// last [`GPU_HISTORY`]): where a chart's columns begin, so they stay put
     /// as samples come.

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 pub use cells::Running;
 pub use configs::{ConfigRun, Server};
-pub use gpu::{GpuView, GPU_HISTORY};
+pub use gpu::{GpuView, History, GPU_HISTORY};
 pub use log::{LineKind, LogLine, LogTail};
 pub use prepare::Preparing;
 pub use sweep::{Shown, Sweep, SweepState};
