@@ -1,19 +1,18 @@
 //! The OpenAI-compatible streaming client: one request, timed where bytes arrive.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use serde::Deserialize;
 
 use hyper::body::Incoming;
 
+use super::chunk;
 use super::conn::{Conn, Pool};
 use super::sse::SseParser;
-use crate::model::{RequestError, RequestRecord, ServerTiming};
+use crate::model::{RequestError, RequestRecord};
 use crate::plan::Api;
 
 /// Where requests go.
@@ -397,121 +396,6 @@ impl When {
     }
 }
 
-// Borrowed where the JSON has no escapes, and the choices summed as they
-// are read: no allocation per streamed chunk.
-#[derive(Deserialize)]
-struct Chunk<'a> {
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    choices: Choices<'a>,
-    #[serde(default)]
-    usage: Option<Usage>,
-    #[serde(default)]
-    timings: Option<Timings>,
-    #[serde(default, borrow)]
-    error: Option<&'a serde_json::value::RawValue>,
-}
-
-/// llama.cpp's own timing of the request (its last chunk). Read as any
-/// JSON value, so a figure of the wrong type is a missing one, not a
-/// malformed stream.
-#[derive(Deserialize)]
-struct Timings {
-    #[serde(default)]
-    prompt_n: serde_json::Value,
-    #[serde(default)]
-    cache_n: serde_json::Value,
-    #[serde(default)]
-    prompt_ms: serde_json::Value,
-    #[serde(default)]
-    predicted_n: serde_json::Value,
-    #[serde(default)]
-    predicted_ms: serde_json::Value,
-}
-
-impl Timings {
-    /// The figures that can be true: counts that are whole and not
-    /// negative, times that are finite and not negative.
-    fn trusted(&self) -> ServerTiming {
-        let count = |v: &serde_json::Value| v.as_u64();
-        let ms = |v: &serde_json::Value| v.as_f64().filter(|x| x.is_finite() && *x >= 0.0);
-        ServerTiming {
-            prompt_n: count(&self.prompt_n),
-            cache_n: count(&self.cache_n),
-            prompt_ms: ms(&self.prompt_ms),
-            predicted_n: count(&self.predicted_n),
-            predicted_ms: ms(&self.predicted_ms),
-        }
-    }
-}
-
-/// What a chunk's choices carry: their text's length and the last finish
-/// reason, summed while the list is read (no list is built).
-#[derive(Default)]
-struct Choices<'a> {
-    text_len: usize,
-    finish_reason: Option<Cow<'a, str>>,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Sum<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Sum<'a> {
-            type Value = Choices<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of choices")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Choices<'a>, A::Error> {
-                let mut sum = Choices::default();
-                while let Some(c) = seq.next_element::<Choice<'a>>()? {
-                    if let Some(t) = &c.text {
-                        sum.text_len += t.len();
-                    }
-                    if let Some(d) = &c.delta {
-                        sum.text_len += d.content.as_deref().map_or(0, str::len);
-                        sum.text_len += d.reasoning_content.as_deref().map_or(0, str::len);
-                    }
-                    if c.finish_reason.is_some() {
-                        sum.finish_reason = c.finish_reason;
-                    }
-                }
-                Ok(sum)
-            }
-        }
-        d.deserialize_seq(Sum(std::marker::PhantomData))
-    }
-}
-
-#[derive(Deserialize)]
-struct Choice<'a> {
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    delta: Option<Delta<'a>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct Delta<'a> {
-    #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-}
-
 pub(super) fn handle_event(
     data: &[u8],
     when: When,
@@ -523,7 +407,7 @@ pub(super) fn handle_event(
         *done = true;
         return;
     }
-    let chunk: Chunk = match serde_json::from_slice(data) {
+    let chunk = match chunk::parse(data) {
         Ok(c) => c,
         Err(e) => {
             *err = Some(RequestError::Malformed {
@@ -624,6 +508,7 @@ pub fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ServerTiming;
 
     fn feed(events: &[&str]) -> (RequestRecord, bool, Option<RequestError>) {
         let mut rec = RequestRecord::default();

@@ -199,3 +199,183 @@ fn an_endless_line_or_event_is_an_error_not_memory() {
     }
     assert_eq!(result, Err(SseError::TooLarge));
 }
+
+/// What a chunk read says, to compare two readings.
+type Reading = (
+    Option<String>,
+    usize,
+    Option<String>,
+    Option<(Option<u64>, Option<u64>)>,
+    bool,
+    bool,
+);
+
+fn reading(c: &super::chunk::Chunk) -> Reading {
+    (
+        c.id.as_deref().map(str::to_string),
+        c.choices.text_len,
+        c.choices.finish_reason.as_deref().map(str::to_string),
+        c.usage
+            .as_ref()
+            .map(|u| (u.prompt_tokens, u.completion_tokens)),
+        c.timings.is_some(),
+        c.error.is_some(),
+    )
+}
+
+/// JSON text (and near-JSON) of any shape, strings with every kind of escape.
+fn json_value() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("null".to_string()),
+        Just("true".to_string()),
+        Just("false".to_string()),
+        "-?(0|[1-9][0-9]{0,20})(\\.[0-9]{0,2})?([eE][+-]?[0-9]{0,2})?",
+        Just("012".to_string()),
+        json_string(),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(","))),
+            prop::collection::vec((field_name(), inner), 0..4).prop_map(|v| {
+                let fields: Vec<String> = v.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                format!("{{{}}}", fields.join(","))
+            }),
+        ]
+    })
+}
+
+/// A JSON string (or nearly: a bad escape, a raw tab) of any escapes.
+fn json_string() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            "[a-zé ]{0,4}",
+            Just(r"\n".to_string()),
+            Just(r#"\""#.to_string()),
+            Just(r"\\".to_string()),
+            Just(r"\u00e9".to_string()),
+            Just(r"\u0041".to_string()),
+            Just(r"\ud83d\ude00".to_string()),
+            Just(r"\ud83d".to_string()),
+            Just(r"\x".to_string()),
+            Just("\t".to_string()),
+            Just("😀".to_string()),
+        ],
+        0..4,
+    )
+    .prop_map(|parts| format!("\"{}\"", parts.concat()))
+}
+
+/// The names a chunk's reader looks for, and others.
+fn field_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("id"),
+        Just("choices"),
+        Just("usage"),
+        Just("timings"),
+        Just("error"),
+        Just("text"),
+        Just("delta"),
+        Just("content"),
+        Just("reasoning_content"),
+        Just("finish_reason"),
+        Just("prompt_tokens"),
+        Just("completion_tokens"),
+        Just("index"),
+        Just("model"),
+        Just(r"i\u0064"),
+    ]
+    .prop_map(|k| format!("\"{k}\""))
+}
+
+/// A chunk as a server might send one: the fields the reader looks for,
+/// each of the type it expects or of any other.
+fn chunk_text() -> impl Strategy<Value = String> {
+    let text = prop_oneof![
+        4 => json_string(),
+        1 => json_value(),
+        1 => Just("null".to_string()),
+    ];
+    let delta = prop::collection::vec(
+        (
+            prop_oneof![
+                Just("\"content\""),
+                Just("\"reasoning_content\""),
+                Just("\"role\"")
+            ],
+            text.clone(),
+        ),
+        0..3,
+    )
+    .prop_map(|v| {
+        let f: Vec<String> = v.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
+        format!("{{{}}}", f.join(","))
+    });
+    let choice = prop::collection::vec(
+        prop_oneof![
+            text.clone().prop_map(|t| format!("\"text\":{t}")),
+            delta.prop_map(|d| format!("\"delta\": {d}")),
+            prop_oneof![json_value(), Just("\"stop\"".to_string())]
+                .prop_map(|f| format!("\"finish_reason\":{f}")),
+            Just("\"index\":0".to_string()),
+            Just("\"logprobs\":null".to_string()),
+        ],
+        0..4,
+    )
+    .prop_map(|f| format!("{{{}}}", f.join(",")));
+    let usage = prop::collection::vec(
+        (
+            prop_oneof![
+                Just("prompt_tokens"),
+                Just("completion_tokens"),
+                Just("total_tokens")
+            ],
+            prop_oneof![json_value(), (0u64..u64::MAX).prop_map(|n| n.to_string())],
+        ),
+        0..3,
+    )
+    .prop_map(|v| {
+        let f: Vec<String> = v.into_iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        format!("{{{}}}", f.join(","))
+    });
+    prop::collection::vec(
+        prop_oneof![
+            1 => prop_oneof![json_value(), "\"[a-z-]{0,8}\""].prop_map(|v| format!("\"id\":{v}")),
+            3 => prop::collection::vec(choice, 0..3)
+                .prop_map(|c| format!("\"choices\":[{}]", c.join(","))),
+            1 => json_value().prop_map(|v| format!("\"choices\":{v}")),
+            1 => usage.prop_map(|u| format!("\"usage\":{u}")),
+            1 => json_value().prop_map(|v| format!("\"usage\":{v}")),
+            1 => (field_name(), json_value()).prop_map(|(k, v)| format!("{k} : {v}")),
+        ],
+        0..5,
+    )
+    .prop_map(|f| format!(" {{{}}}\n", f.join(",")))
+}
+
+proptest! {
+    #![proptest_config(crate::model::fuzz_config())]
+
+    /// The scanner reads a chunk exactly as serde does, or leaves it to serde.
+    #[test]
+    fn the_chunk_scanner_reads_as_serde_reads(
+        text in chunk_text(),
+        cut in prop::option::of((any::<usize>(), any::<u8>())),
+    ) {
+        let mut bytes = text.into_bytes();
+        if let Some((at, b)) = cut {
+            let at = at % (bytes.len() + 1);
+            if b % 2 == 0 && at < bytes.len() {
+                bytes.remove(at);
+            } else {
+                let noise = b"{}[],:\"\\0-e. \xc3\xa9\xff";
+                bytes.insert(at, noise[b as usize % noise.len()]);
+            }
+        }
+        let s = String::from_utf8_lossy(&bytes);
+        if let Some(fast) = super::chunk::scan(&bytes) {
+            let slow = serde_json::from_slice::<super::chunk::Chunk>(&bytes);
+            prop_assert!(slow.is_ok(), "serde refused what the scanner read: {s} ({:?})", slow.err());
+            prop_assert_eq!(reading(&fast), reading(&slow.unwrap()), "{}", s);
+        }
+    }
+}

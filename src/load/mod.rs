@@ -4,6 +4,7 @@
 
 pub mod about;
 mod cell;
+mod chunk;
 pub mod client;
 pub mod conn;
 mod endpoints;
