@@ -10,9 +10,11 @@
 //!   p99, ITL p99 error ≤ 0.2 ms. The percentiles of the server's lateness
 //!   under load are not the raw reference's, so each request is also joined
 //!   by its id with the simulated server's own timing of it
-//!   (`sim-server --send-log`: when each text chunk was handed to the
-//!   connection): the client's own error, request by request, is its TTFT
-//!   less the server's, and each gap between chunks less the server's gap;
+//!   (`sim-server --send-log`: when each request reached the server's
+//!   socket, by the kernel's receive stamp, and when each text chunk was
+//!   handed to the connection): the client's own error, request by
+//!   request, is its TTFT less the server's, and each gap between chunks
+//!   less the server's gap;
 //!   its percentiles are printed beside;
 //! - client CPU per streamed token at concurrency 256 against
 //!   `sim-server --max-speed`, 1 M tokens (target ≤ 1 µs user+sys);
@@ -199,7 +201,8 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 
 /// The client's own error, request by request: its records joined by id
 /// with the server's send log. TTFT error = the client's TTFT less the
-/// server's (from its head in to the first chunk handed over); ITL error =
+/// server's (from the request's arrival at its socket, the kernel's stamp,
+/// to the first chunk handed over: the server's intake is its own); ITL error =
 /// each gap between chunks less the server's gap (gaps inside a coalesced
 /// read, which the metrics leave out, are left out). p50 and p99 of each
 /// (ms), and how many requests were joined.
@@ -219,18 +222,22 @@ fn joined(records: &std::path::Path, send_log: &std::path::Path) -> ([f64; 4], u
             s
         }
     };
+    // Each text chunk's time (ms) since the request reached the server's
+    // machine (its kernel's stamp), or since its head was in where the
+    // server had no stamp.
     let sent: std::collections::HashMap<String, Vec<f64>> = std::fs::read_to_string(send_log)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| {
             let id = v["id"].as_str()?.to_string();
+            let intake = v["in_us"].as_f64().unwrap_or(0.0);
             let us = v["sent_us"].as_array()?;
             Some((
                 id,
                 us.iter()
                     .filter_map(|x| x.as_f64())
-                    .map(|x| x / 1e3)
+                    .map(|x| (x + intake) / 1e3)
                     .collect(),
             ))
         })

@@ -404,3 +404,58 @@ async fn startup_hang_never_becomes_ready() {
     let r = request(port, "GET", "/health", None).await.unwrap();
     assert_eq!(r.status, 503);
 }
+
+/// `--send-log`: a line per streamed request with its id, how long before
+/// its head was in it reached the machine (the kernel's stamp) and when
+/// each text chunk was handed to the connection, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_send_log_times_each_request_from_its_arrival() {
+    let dir = std::env::temp_dir().join(format!("sweeptop-sendlog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("sent.jsonl");
+    let port = start(&[
+        "--ttft-ms",
+        "20",
+        "--itl-ms",
+        "2",
+        "--send-log",
+        log.to_str().unwrap(),
+    ])
+    .await;
+    let body = completion_body(12, 8, true);
+    let s = EventStream::open(port, "/v1/completions", &body)
+        .await
+        .unwrap();
+    let events = s.collect().await.unwrap();
+    let chunks: Vec<Value> = events
+        .iter()
+        .filter(|e| e.0 != "[DONE]")
+        .map(|e| serde_json::from_str(&e.0).unwrap())
+        .collect();
+    let texts = chunks.iter().filter(|c| !chunk_text(c).is_empty()).count();
+    // The line is written once the stream has ended, by a thread of its own.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let line = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(l) = text.lines().next() {
+            break l.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no send log line");
+        tokio::task::yield_now().await;
+    };
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], chunks[0]["id"], "{line}");
+    let in_us = v["in_us"].as_u64().expect("the kernel's arrival stamp");
+    assert!(in_us < 10_000_000, "{line}");
+    let sent: Vec<u64> = v["sent_us"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    assert_eq!(sent.len(), texts, "{line}");
+    assert!(sent.windows(2).all(|w| w[0] <= w[1]), "{line}");
+    // Paced from the head: the first text no sooner than the TTFT.
+    assert!(sent[0] >= 20_000, "{line}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

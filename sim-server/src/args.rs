@@ -62,9 +62,11 @@ pub struct SimArgs {
     pub max_speed: bool,
     /// Write, for every streamed request, when each of its text chunks was
     /// handed to the connection, as a JSON line
-    /// `{"id":…,"sent_us":[…]}` (microseconds since the request's head was
-    /// in): the server's own timing, to tell a client's error from the
-    /// server's lateness (`cargo bench --bench load`).
+    /// `{"id":…,"in_us":…,"sent_us":[…]}` (microseconds since the request's
+    /// head was in; `in_us`: how long before that its bytes reached this
+    /// machine, by the kernel's receive stamp, null where there is none):
+    /// the server's own timing, to tell a client's error from the server's
+    /// lateness (`cargo bench --bench load`).
     #[arg(long, value_name = "PATH")]
     pub send_log: Option<std::path::PathBuf>,
     /// Time from start to ready, with startup log lines meanwhile.

@@ -20,6 +20,7 @@ use crate::args::{Flavor, Method};
 use crate::engine::{self, Endpoint, Generation, Outcome, Phase, Shared, Sink};
 use crate::logs::{self, Stream};
 use crate::script::Vars;
+use crate::send_log::Stamped;
 use crate::style;
 use crate::texts::texts;
 use crate::tokenizer::{self, PromptError};
@@ -34,6 +35,7 @@ const DEFAULT_MAX_TOKENS_CHAT: u64 = 256;
 
 /// Accepts connections forever; each is served on its own task.
 pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let stamp = shared.send_log.get().is_some() && wire_stamp::enable(&listener);
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -47,10 +49,14 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         // Tokens must leave as soon as they are written.
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
+        let stream = Stamped::new(stream, stamp);
+        let latest = stream.latest();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let shared = shared.clone();
-                async move { Ok::<_, Infallible>(handle(shared, peer, req).await) }
+                // The read that completed the head: when it arrived.
+                let arrived = latest.lock().ok().and_then(|l| *l);
+                async move { Ok::<_, Infallible>(handle(shared, peer, req, arrived).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
@@ -111,7 +117,12 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-async fn handle(shared: Arc<Shared>, peer: SocketAddr, req: Request<Incoming>) -> Response<Body> {
+async fn handle(
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+    arrived: Option<Instant>,
+) -> Response<Body> {
     let method = req.method().clone();
     let path = req
         .uri()
@@ -122,7 +133,7 @@ async fn handle(shared: Arc<Shared>, peer: SocketAddr, req: Request<Incoming>) -
         hyper::Version::HTTP_10 => "HTTP/1.0",
         _ => "HTTP/1.1",
     };
-    let resp = route(&shared, req).await;
+    let resp = route(&shared, req, arrived).await;
     logs::line(
         Stream::Stdout,
         style::access_line(
@@ -136,7 +147,11 @@ async fn handle(shared: Arc<Shared>, peer: SocketAddr, req: Request<Incoming>) -
     resp
 }
 
-async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+async fn route(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    arrived: Option<Instant>,
+) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let front_delay = shared.args.front_delay_ms;
@@ -212,8 +227,10 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
     match path.as_str() {
         "/tokenize" => tokenize(shared, &value),
-        "/v1/completions" => completion(shared, &value, Endpoint::Completions, start).await,
-        _ => completion(shared, &value, Endpoint::Chat, start).await,
+        "/v1/completions" => {
+            completion(shared, &value, Endpoint::Completions, start, arrived).await
+        }
+        _ => completion(shared, &value, Endpoint::Chat, start, arrived).await,
     }
 }
 
@@ -375,6 +392,7 @@ async fn completion(
     body: &Value,
     endpoint: Endpoint,
     start: Instant,
+    arrived: Option<Instant>,
 ) -> Response<Body> {
     let mut asked = match Asked::read(shared, body, endpoint) {
         Ok(a) => a,
@@ -406,6 +424,7 @@ async fn completion(
         include_usage: asked.include_usage,
         seq,
         start,
+        arrived,
     };
     if asked.stream {
         streamed(shared, gen)
@@ -418,23 +437,24 @@ async fn completion(
 /// With `--send-log`, each text chunk is timed as the connection takes it.
 fn streamed(shared: &Arc<Shared>, gen: Generation) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<engine::Event>(16);
-    let log = shared
-        .send_log
-        .get()
-        .cloned()
-        .map(|tx| (tx, gen.id.clone(), gen.start, Vec::new()));
+    let log = shared.send_log.get().cloned().map(|tx| {
+        let in_us = gen
+            .arrived
+            .map(|a| gen.start.saturating_duration_since(a).as_micros() as u64);
+        (tx, gen.id.clone(), gen.start, in_us, Vec::new())
+    });
     tokio::spawn(engine::generate(shared.clone(), gen, Sink::Stream(tx)));
     let frames = futures_util::stream::unfold((rx, log), |(mut rx, mut log)| async move {
         match rx.recv().await {
             Some(ev) => {
-                if let (true, Some((_, _, start, sent))) = (ev.text, &mut log) {
+                if let (true, Some((_, _, start, _, sent))) = (ev.text, &mut log) {
                     sent.push(start.elapsed().as_micros() as u64);
                 }
                 Some((Ok::<_, Infallible>(Frame::data(ev.bytes)), (rx, log)))
             }
             None => {
-                if let Some((tx, id, _, sent)) = log {
-                    let _ = tx.send(crate::send_log::line(&id, &sent));
+                if let Some((tx, id, _, in_us, sent)) = log {
+                    let _ = tx.send(crate::send_log::line(&id, in_us, &sent));
                 }
                 None
             }

@@ -19,9 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// An arrival older than this when read is taken for a clock step, not a
-/// client that late: the read time stands.
-const MAX_AGE: Duration = Duration::from_secs(30);
+use wire_stamp::MAX_AGE;
 
 /// The arrival of the bytes of a connection's latest read, shared between
 /// the stream (which sets it) and the request reading the connection.
@@ -114,16 +112,8 @@ impl WireStream {
     }
 }
 
-#[cfg(target_os = "linux")]
 fn enable(s: &TcpStream) -> bool {
-    use nix::sys::socket::{setsockopt, sockopt::ReceiveTimestampns};
-    crate::model::Clock::in_use() == crate::model::Clock::Wire
-        && setsockopt(s, ReceiveTimestampns, &true).is_ok()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn enable(_: &TcpStream) -> bool {
-    false
+    crate::model::Clock::in_use() == crate::model::Clock::Wire && wire_stamp::enable(s)
 }
 
 impl AsyncRead for WireStream {
@@ -136,120 +126,13 @@ impl AsyncRead for WireStream {
         if !this.stamped {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
         }
-        read_stamped(&this.inner, &this.stamp, cx, buf)
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn read_stamped(
-    inner: &TcpStream,
-    stamp: &Stamp,
-    cx: &mut Context<'_>,
-    buf: &mut ReadBuf<'_>,
-) -> Poll<io::Result<()>> {
-    use std::cell::RefCell;
-    use std::os::fd::AsRawFd;
-
-    /// The read buffer of this thread: one for all its connections (a
-    /// connection keeps nothing between reads), so a thousand connections
-    /// cost no more memory than one.
-    struct Scratch {
-        data: Vec<u8>,
-        cmsg: Vec<u8>,
-    }
-    thread_local! {
-        static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
-            data: vec![0; 64 << 10],
-            cmsg: nix::cmsg_space!(nix::sys::time::TimeSpec),
-        });
-    }
-    loop {
-        std::task::ready!(inner.poll_read_ready(cx))?;
-        let got = SCRATCH.with(|s| {
-            let Scratch { data, cmsg } = &mut *s.borrow_mut();
-            let want = buf.remaining().min(data.len());
-            let read = inner.try_io(tokio::io::Interest::READABLE, || {
-                recv(inner.as_raw_fd(), &mut data[..want], cmsg)
-            });
-            if let Ok((n, _)) = &read {
-                buf.put_slice(&data[..*n]);
-            }
-            read
-        });
-        match got {
-            Ok((n, at)) => {
-                if n > 0 {
-                    stamp.set(at);
-                }
-                return Poll::Ready(Ok(()));
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Poll::Ready(Err(e)),
+        let before = buf.filled().len();
+        let at = std::task::ready!(wire_stamp::poll_read(&this.inner, cx, buf))?;
+        if buf.filled().len() > before {
+            this.stamp.set(at);
         }
+        Poll::Ready(Ok(()))
     }
-}
-
-/// One `recvmsg`: the bytes read and, from its control message, when the
-/// last of them arrived.
-#[cfg(target_os = "linux")]
-fn recv(
-    fd: std::os::fd::RawFd,
-    into: &mut [u8],
-    cmsg: &mut [u8],
-) -> io::Result<(usize, Option<Instant>)> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    let mut iov = [io::IoSliceMut::new(into)];
-    let msg = recvmsg::<()>(fd, &mut iov, Some(cmsg), MsgFlags::MSG_DONTWAIT)?;
-    let mut at = None;
-    if let Ok(cmsgs) = msg.cmsgs() {
-        for c in cmsgs {
-            if let ControlMessageOwned::ScmTimestampns(ts) = c {
-                at = arrival_of(ts);
-            }
-        }
-    }
-    Ok((msg.bytes, at))
-}
-
-// Never called: without timestamps (`stamped` is false) reads go straight
-// to the stream.
-/// The instant a kernel timestamp stands for.
-#[cfg(target_os = "linux")]
-#[allow(clippy::useless_conversion)] // `time_t` is 32 bits on some targets
-fn arrival_of(ts: nix::sys::time::TimeSpec) -> Option<Instant> {
-    arrival(i64::from(ts.tv_sec()), i64::from(ts.tv_nsec()))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn read_stamped(
-    _: &TcpStream,
-    _: &Stamp,
-    _: &mut Context<'_>,
-    _: &mut ReadBuf<'_>,
-) -> Poll<io::Result<()>> {
-    Poll::Ready(Err(io::Error::other(
-        "no receive timestamps on this platform",
-    )))
-}
-
-/// The instant a wall-clock timestamp (the kernel's) stands for: now, less
-/// how long ago it was by the wall clock. `None` for a time in the future
-/// beyond a millisecond or older than [`MAX_AGE`] (the wall clock was set
-/// in between: the read time stands).
-pub fn arrival(sec: i64, nsec: i64) -> Option<Instant> {
-    let (wall_now, now) = (std::time::SystemTime::now(), Instant::now());
-    let then = std::time::UNIX_EPOCH
-        + Duration::from_secs(u64::try_from(sec).ok()?)
-        + Duration::from_nanos(u64::try_from(nsec).ok()?);
-    let age = match wall_now.duration_since(then) {
-        Ok(age) => age,
-        Err(ahead) if ahead.duration() <= Duration::from_millis(1) => Duration::ZERO,
-        Err(_) => return None,
-    };
-    if age > MAX_AGE {
-        return None;
-    }
-    now.checked_sub(age)
 }
 
 impl WireStream {
@@ -305,26 +188,6 @@ impl AsyncWrite for WireStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_wall_clock_stamp_becomes_the_instant_it_stands_for() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap();
-        let ago = now - Duration::from_millis(40);
-        let at = arrival(ago.as_secs() as i64, ago.subsec_nanos() as i64).unwrap();
-        let age = Instant::now().duration_since(at);
-        assert!(
-            age >= Duration::from_millis(40) && age < Duration::from_secs(5),
-            "{age:?}"
-        );
-        // A stamp from before a clock step, either way, is no stamp.
-        let far = now - Duration::from_secs(3600);
-        assert_eq!(arrival(far.as_secs() as i64, 0), None);
-        let ahead = now + Duration::from_secs(5);
-        assert_eq!(arrival(ahead.as_secs() as i64, 0), None);
-        assert_eq!(arrival(-1, 0), None);
-    }
 
     #[test]
     fn a_stamp_says_nothing_until_a_read_set_it() {

@@ -36,6 +36,9 @@ pub struct Generation {
     pub seq: u64,
     /// When the request arrived: every deadline counts from here.
     pub start: Instant,
+    /// When its bytes reached this machine, where the kernel said (with
+    /// `--send-log`): before `start` by the server's intake.
+    pub arrived: Option<Instant>,
 }
 
 /// One SSE event for the response body, and whether it carries text.
