@@ -21,8 +21,13 @@ use ratatui::Terminal;
 use super::app::{Action, App, Redraw};
 use super::disk::{Done, Worker};
 use super::draw;
-use super::thrifty::{FrameBuffer, Thrifty};
+use super::thrifty::{tidy_frame, FrameBuffer, Thrifty};
 use crate::model::{Event, Timestamp};
+
+/// What marks a frame as one update (synchronised output, mode 2026), as
+/// crossterm writes it.
+pub(super) const BEGIN: &[u8] = b"\x1b[?2026h";
+pub(super) const END: &[u8] = b"\x1b[?2026l";
 
 /// The shortest time between two frames (user actions, new results).
 pub const FRAME_MIN: Duration = Duration::from_millis(100);
@@ -161,10 +166,14 @@ impl Screen {
         self.terminal.draw(|f| draw::draw(f, app))?;
         queue!(self.terminal.backend_mut(), EndSynchronizedUpdate)?;
         // Written from the shared buffer, then cleared: its capacity is kept
-        // for the next frame.
+        // for the next frame. A frame that changed nothing is not sent.
         let mut bytes = self.bytes.borrow_mut();
-        let mut out = io::stdout().lock();
-        let written = out.write_all(&bytes).and_then(|()| out.flush());
+        let written = if tidy_frame(&mut bytes, BEGIN, END) {
+            let mut out = io::stdout().lock();
+            out.write_all(&bytes).and_then(|()| out.flush())
+        } else {
+            Ok(())
+        };
         bytes.clear();
         written
     }

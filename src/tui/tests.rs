@@ -1242,7 +1242,11 @@ fn a_live_log_jump_scrolls_by_half_a_pane() {
         if i < 30 {
             continue;
         }
-        assert_eq!(shown.last(), Some(&i), "the newest line is shown: {shown:?}");
+        assert_eq!(
+            shown.last(),
+            Some(&i),
+            "the newest line is shown: {shown:?}"
+        );
         assert!(shown.len() >= 10, "at least half the pane: {shown:?}");
         assert!(shown.windows(2).all(|w| w[1] == w[0] + 1), "{shown:?}");
         if last_top != shown.first().copied() {
@@ -1457,6 +1461,46 @@ fn log_lines_and_gpu_samples_wait_for_the_tick() {
     let later = Timestamp::from_unix_ms(app.now.unix_ms() + 1000);
     assert_eq!(app.update(Action::Tick(later)), Redraw::Soon);
     assert!(screen(&draw_as_is(&app, 120, 40)).contains("a brand new line"));
+}
+
+/// More lines at a tick than a glance takes in wait one more tick (the
+/// pane is a sample of a chatty log either way, at half the bytes); a few
+/// lines, or a failure line among many, show at the next tick.
+#[test]
+fn a_chatty_log_is_brought_up_to_date_every_other_tick() {
+    let (mut app, _rx) = live(running_story().view());
+    app.update(Action::Resize(120, 40));
+    let mut t = app.now.unix_ms();
+    let mut tick = |app: &mut App| {
+        t += 1000;
+        app.update(Action::Tick(Timestamp::from_unix_ms(t)));
+        screen(&draw_as_is(app, 120, 40))
+    };
+    let log_line = |line: String, mark: LogMark| {
+        Action::Event(Event::Log {
+            config: "tp1-dflash".into(),
+            line,
+            mark,
+        })
+    };
+    for i in 0..40 {
+        app.update(log_line(format!("chatty {i}"), LogMark::Plain));
+    }
+    assert!(!tick(&mut app).contains("chatty 39"), "one tick waited");
+    assert!(tick(&mut app).contains("chatty 39"), "shown the next");
+    app.update(log_line("a few more".into(), LogMark::Plain));
+    assert!(tick(&mut app).contains("a few more"), "a few lines at once");
+    for i in 0..40 {
+        app.update(log_line(format!("again {i}"), LogMark::Plain));
+    }
+    app.update(log_line(
+        "RuntimeError: CUDA error: an illegal instruction was encountered".into(),
+        LogMark::Failure,
+    ));
+    assert!(
+        tick(&mut app).contains("an illegal instruction"),
+        "a failure line at once"
+    );
 }
 
 #[test]

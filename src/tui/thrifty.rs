@@ -250,6 +250,25 @@ impl<W: Write> Write for Thrifty<W> {
     }
 }
 
+/// What the crossterm backend ends every drawing with: the colours, the
+/// underline colour and the attributes reset one by one, where the last
+/// resets them all.
+const RESETS: &[u8] = b"\x1b[39m\x1b[49m\x1b[59m\x1b[0m";
+const RESET: &[u8] = b"\x1b[0m";
+
+/// A frame's bytes made fewer where that changes nothing the terminal
+/// shows: the resets at its end are one; `false` when all it holds is
+/// that reset, a hidden cursor and the frame's own markers (nothing
+/// changed: nothing to send).
+pub fn tidy_frame(bytes: &mut Vec<u8>, begin: &[u8], end: &[u8]) -> bool {
+    if let Some(at) = bytes.windows(RESETS.len()).rposition(|w| w == RESETS) {
+        bytes.splice(at..at + RESETS.len(), RESET.iter().copied());
+    }
+    let hide = b"\x1b[?25l";
+    let empty = [begin, RESET, hide, end].concat();
+    *bytes != empty && *bytes != [begin, RESET, end].concat()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,21 +359,54 @@ mod tests {
         let (a, b) = (FrameBuffer::default(), FrameBuffer::default());
         let (mut plain, mut thrifty) = (CrosstermBackend::new(a.clone()), Thrifty::new(b.clone()));
         let mut prev = Buffer::empty(area);
+        // What the thrifty side sends: each frame between its markers,
+        // tidied, and nothing for a frame that changed nothing.
+        let (begin, end) = (b"<".as_slice(), b">".as_slice());
+        let mut sent = Vec::new();
         for n in 0..200 {
-            let next = frame(&mut seed, &prev);
+            // One frame in ten changes nothing.
+            let next = if n % 10 == 5 {
+                prev.clone()
+            } else {
+                frame(&mut seed, &prev)
+            };
             let changes = prev.diff(&next);
             plain.draw(changes.iter().cloned()).unwrap();
             thrifty.draw(changes.iter().cloned()).unwrap();
+            let mut bytes = [begin, &b.0.borrow(), end].concat();
+            b.0.borrow_mut().clear();
+            assert_eq!(tidy_frame(&mut bytes, begin, end), !changes.is_empty());
+            if !changes.is_empty() {
+                sent.extend_from_slice(&bytes[1..bytes.len() - 1]);
+            }
             if n % 20 == 19 {
-                let (a, b) = (shown(&a.0.borrow()), shown(&b.0.borrow()));
+                let (a, b) = (shown(&a.0.borrow()), shown(&sent));
                 for (a, b) in a.iter().zip(&b) {
                     assert_eq!(a, b, "after frame {n}");
                 }
             }
             prev = next;
         }
-        let (a, b) = (a.0.borrow().len(), b.0.borrow().len());
+        let (a, b) = (a.0.borrow().len(), sent.len());
         assert!(b < a, "{b} bytes against {a}");
         eprintln!("{b} bytes against {a}");
+    }
+
+    /// The frame markers are the bytes crossterm writes for them.
+    #[test]
+    fn the_frame_markers_are_crossterms() {
+        use crossterm::Command;
+        let ansi = |c: &dyn Fn(&mut String) -> std::fmt::Result| {
+            let mut s = String::new();
+            c(&mut s).unwrap();
+            s.into_bytes()
+        };
+        let begin = ansi(&|s| crossterm::terminal::BeginSynchronizedUpdate.write_ansi(s));
+        let end = ansi(&|s| crossterm::terminal::EndSynchronizedUpdate.write_ansi(s));
+        assert_eq!(begin, crate::tui::terminal::BEGIN);
+        assert_eq!(end, crate::tui::terminal::END);
+        let hide = ansi(&|s| crossterm::cursor::Hide.write_ansi(s));
+        let mut bytes = [begin.as_slice(), RESETS, &hide, &end].concat();
+        assert!(!tidy_frame(&mut bytes, &begin, &end), "an empty frame");
     }
 }

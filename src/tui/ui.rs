@@ -72,6 +72,8 @@ pub struct Ui {
     /// lines show with the next tick (once a second) or the next key, so a
     /// chatty server does not repaint the pane for every line.
     pub log_shown: u64,
+    /// A chatty log waited one tick to be brought up to date.
+    pub log_waited: bool,
     /// Log lines or GPU samples arrived since the last tick.
     pub data_stale: bool,
     pub last_search: Option<String>,
@@ -111,6 +113,7 @@ impl Default for Ui {
             log_back: 0,
             follow: true,
             log_shown: 0,
+            log_waited: false,
             data_stale: false,
             last_search: None,
             searching: false,

@@ -9,15 +9,15 @@ use crate::tui::keymap::Key;
 use crate::view::grid::Grid;
 use crate::view::state::{LineKind, LogLine, Shown, Sweep};
 
+/// New log lines a glance takes in: more waiting at a tick is a chatty log.
+const CHATTY: usize = 8;
+
 impl App {
     pub(super) fn event(&mut self, ev: Event) -> Redraw {
         let is_log = matches!(ev, Event::Log { .. });
         let redraw = match &ev {
             // Data that shows with the next tick.
-            Event::Log { .. } => {
-                self.ui.data_stale = true;
-                Redraw::No
-            }
+            Event::Log { .. } => Redraw::No,
             Event::Gpu { .. } => {
                 self.ui.data_stale = true;
                 Redraw::No
@@ -97,10 +97,32 @@ impl App {
         self.now = now;
         self.ui.spinner = self.ui.spinner.wrapping_add(1);
         let mut redraw = Redraw::No;
-        if self.ui.data_stale || self.log_hidden() > 0 {
+        if self.ui.data_stale {
             self.ui.data_stale = false;
-            self.ui.log_shown = self.shown_log().pushed;
             redraw = Redraw::Soon;
+        }
+        // A chatty log (more lines waiting than a glance takes in) is
+        // brought up to date every other tick: the pane is a sample of it
+        // either way, and half the samples are half the bytes on an SSH
+        // link (the log file and scrolling back have every line). A
+        // failure line shows at once.
+        let hidden = self.log_hidden();
+        if hidden > 0 {
+            let failure = || {
+                let log = self.shown_log();
+                log.lines
+                    .iter()
+                    .rev()
+                    .take(hidden)
+                    .any(|l| l.kind == LineKind::Failure)
+            };
+            if hidden <= CHATTY || self.ui.log_waited || failure() {
+                self.ui.log_shown = self.shown_log().pushed;
+                self.ui.log_waited = false;
+                redraw = Redraw::Soon;
+            } else {
+                self.ui.log_waited = true;
+            }
         }
         if self
             .ui
