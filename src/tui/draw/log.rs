@@ -11,7 +11,7 @@ use ratatui::Frame;
 
 use crate::tui::app::App;
 use crate::tui::ui::Focus;
-use crate::view::state::{LineKind, LogLine, LogTail};
+use crate::view::state::{LineKind, LogTail};
 
 pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
     let t = app.theme();
@@ -46,104 +46,67 @@ pub fn draw(frame: &mut Frame, app: &App, area: Rect) {
         .as_deref()
         .filter(|q| !q.is_empty())
         .map(str::to_lowercase);
-    // From the bottom line up until the pane is full or `floor` reached: a
-    // wrapped line takes as many rows as it needs, so the newest line is
-    // always whole. A line repeated in a row is shown once, with how many
-    // times (`… (×24)`), as `classify --explain` shows evidence. Says where
-    // it stopped.
-    let same =
-        |a: &LogLine, b: &LogLine| a.text == b.text && a.config == b.config && a.kind == b.kind;
-    let fill = |floor: usize| {
-        let mut rows: Vec<Line> = Vec::with_capacity(h);
-        // The line each row's entry begins with.
-        let mut starts: Vec<usize> = Vec::with_capacity(h);
-        let mut at = end;
-        while at > floor {
-            if rows.len() >= h || w == 0 {
+    // From the bottom line up until the pane is full: a wrapped line takes
+    // as many rows as it needs, so the newest line is always whole.
+    // A line repeated in a row is shown once, with how many times
+    // (`… (×24)`), as `classify --explain` shows evidence.
+    let mut rows: Vec<Line> = Vec::with_capacity(h);
+    let mut at = end;
+    while at > 0 {
+        if rows.len() >= h || w == 0 {
+            break;
+        }
+        let l = &log.lines[at - 1];
+        let repeats = log
+            .lines
+            .range(..at)
+            .rev()
+            .take_while(|o| o.text == l.text && o.config == l.config && o.kind == l.kind)
+            .count();
+        at -= repeats;
+        let style = match l.kind {
+            LineKind::Plain => t.log,
+            LineKind::Failure => t.log_failure,
+            LineKind::Ready => t.log_ready,
+            LineKind::Note => t.log_note,
+        };
+        let tagged;
+        let line_text = match (side_by_side && !l.config.is_empty(), repeats) {
+            (false, 1) => &l.text,
+            (true, 1) => {
+                tagged = format!("{}{}{}", l.config, sym.sep, l.text);
+                &tagged
+            }
+            (false, n) => {
+                tagged = format!("{} (×{n})", l.text);
+                &tagged
+            }
+            (true, n) => {
+                tagged = format!("{}{}{} (×{n})", l.config, sym.sep, l.text);
+                &tagged
+            }
+        };
+        let text: Vec<char> = line_text
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let pieces: Vec<String> = if app.ui.wrap && text.len() > w {
+            text.chunks(w).map(|c| c.iter().collect()).collect()
+        } else {
+            vec![text.iter().take(w).collect()]
+        };
+        for piece in pieces.into_iter().rev() {
+            if rows.len() >= h {
                 break;
             }
-            let l = &log.lines[at - 1];
-            let repeats = log
-                .lines
-                .range(floor..at)
-                .rev()
-                .take_while(|o| same(o, l))
-                .count();
-            at -= repeats;
-            let style = match l.kind {
-                LineKind::Plain => t.log,
-                LineKind::Failure => t.log_failure,
-                LineKind::Ready => t.log_ready,
-                LineKind::Note => t.log_note,
-            };
-            let tagged;
-            let line_text = match (side_by_side && !l.config.is_empty(), repeats) {
-                (false, 1) => &l.text,
-                (true, 1) => {
-                    tagged = format!("{}{}{}", l.config, sym.sep, l.text);
-                    &tagged
-                }
-                (false, n) => {
-                    tagged = format!("{} (×{n})", l.text);
-                    &tagged
-                }
-                (true, n) => {
-                    tagged = format!("{}{}{} (×{n})", l.config, sym.sep, l.text);
-                    &tagged
-                }
-            };
-            let text: Vec<char> = line_text
-                .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .collect();
-            let pieces: Vec<String> = if app.ui.wrap && text.len() > w {
-                text.chunks(w).map(|c| c.iter().collect()).collect()
-            } else {
-                vec![text.iter().take(w).collect()]
-            };
-            for piece in pieces.into_iter().rev() {
-                if rows.len() >= h {
-                    break;
-                }
-                rows.push(match &needle {
-                    Some(q) => highlight(&piece, q, style, t.log_match),
-                    None => Line::styled(piece, style),
-                });
-                starts.push(at);
-            }
-        }
-        rows.reverse();
-        (rows, at, starts)
-    };
-    let (mut lines, at, starts) = fill(0);
-    // Following a live server's full pane, the tail jump-scrolls (as
-    // xterm does): its top stays put while new lines fill the rows below,
-    // and moves at once by about half the pane when they no longer fit.
-    // Between jumps only the new lines are sent to the terminal, not a
-    // whole pane shifted by a line or two (an SSH link's budget). The top
-    // is a line whose number is a multiple of the lines the bottom half
-    // holds (so it stays put from frame to frame without being kept), at
-    // the start of its run of repeats (so no count is cut). A log at rest
-    // fills the pane, and so does a scrolled-back one.
-    let live = app.picked_config().is_none() && app.view.live_configs().next().is_some();
-    if live && app.ui.log_back == 0 && lines.len() >= h && h > 1 {
-        // `starts` runs from the bottom row up.
-        let step = (end - starts[h / 2]).max(1) as u64;
-        let first = log.pushed - log.lines.len() as u64;
-        let top = (first + at as u64 + 1).div_ceil(step) * step;
-        let mut floor = (top - first) as usize;
-        while floor > at && floor < end && same(&log.lines[floor - 1], &log.lines[floor]) {
-            floor -= 1;
-        }
-        // Runs of repeats skew lines against rows: a jump that would
-        // leave the pane less than half full shows the tail instead.
-        if floor > at && floor < end {
-            let below = fill(floor).0;
-            if below.len() >= h / 2 {
-                lines = below;
-            }
+            rows.push(match &needle {
+                Some(q) => highlight(&piece, q, style, t.log_match),
+                None => Line::styled(piece, style),
+            });
         }
     }
+    rows.reverse();
+    let lines = rows;
     if lines.is_empty() {
         frame.render_widget(
             Paragraph::new(Line::styled(" no server output yet", t.dim)),
