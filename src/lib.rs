@@ -38,7 +38,10 @@
 //! engine starts it as a server process like any other (`tests/layers.rs`
 //! fails on a `sweeptop_sim::` path outside `cli`). The tests run it both
 //! ways: as `sweeptop sim-server` through the binary, and in process through
-//! `sweeptop_sim::serve` (`tests/sim_http.rs`, `tests/simclient`).
+//! `sweeptop_sim::serve` (`tests/sim_http.rs`, `tests/simclient`). The
+//! kernel's receive timestamps, which the load client times each chunk by
+//! and the simulated server each request it takes, are a crate of their
+//! own, `wire-stamp`, that both depend on.
 //!
 //! # From a plan to a grid cell
 //!
