@@ -72,17 +72,12 @@ impl AsyncRead for Stamped {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        if !this.stamped {
-            return Pin::new(&mut this.inner).poll_read(cx, buf);
-        }
-        let before = buf.filled().len();
-        let at = std::task::ready!(wire_stamp::poll_read(&this.inner, cx, buf))?;
-        if buf.filled().len() > before {
-            if let Ok(mut latest) = this.latest.lock() {
+        let latest = &this.latest;
+        wire_stamp::poll_read(&mut this.inner, this.stamped, cx, buf, |at| {
+            if let Ok(mut latest) = latest.lock() {
                 *latest = at;
             }
-        }
-        Poll::Ready(Ok(()))
+        })
     }
 }
 

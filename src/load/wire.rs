@@ -123,15 +123,8 @@ impl AsyncRead for WireStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.stamped {
-            return Pin::new(&mut this.inner).poll_read(cx, buf);
-        }
-        let before = buf.filled().len();
-        let at = std::task::ready!(wire_stamp::poll_read(&this.inner, cx, buf))?;
-        if buf.filled().len() > before {
-            this.stamp.set(at);
-        }
-        Poll::Ready(Ok(()))
+        let stamp = &this.stamp;
+        wire_stamp::poll_read(&mut this.inner, this.stamped, cx, buf, |at| stamp.set(at))
     }
 }
 

@@ -13,7 +13,7 @@ use std::io;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::ReadBuf;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 
 /// An arrival older than this when read is taken for a clock step, not a
@@ -34,15 +34,36 @@ pub fn enable<S>(_: &S) -> bool {
     false
 }
 
-/// One read of `inner` (whose timestamps are [`enable`]d) into `buf`: ready
-/// with when the bytes read arrived, where the kernel said (`None` too for a
-/// read of nothing, the end of the stream).
-#[cfg(target_os = "linux")]
+/// One read of `inner` into `buf`, as a stream's `AsyncRead` does it. Where
+/// `stamped` (its timestamps [`enable`]d), a read that returned bytes hands
+/// `arrived` when they arrived, where the kernel said; otherwise it is a
+/// plain read.
 pub fn poll_read(
+    inner: &mut TcpStream,
+    stamped: bool,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+    arrived: impl FnOnce(Option<Instant>),
+) -> Poll<io::Result<()>> {
+    if !stamped {
+        return std::pin::Pin::new(inner).poll_read(cx, buf);
+    }
+    let at = std::task::ready!(poll_read_stamped(inner, cx, buf))?;
+    if let Some(at) = at {
+        arrived(at);
+    }
+    Poll::Ready(Ok(()))
+}
+
+/// One read of `inner` (whose timestamps are [`enable`]d) into `buf`: ready
+/// with, for a read that returned bytes, when they arrived where the kernel
+/// said (`None` for a read of nothing, the end of the stream).
+#[cfg(target_os = "linux")]
+fn poll_read_stamped(
     inner: &TcpStream,
     cx: &mut Context<'_>,
     buf: &mut ReadBuf<'_>,
-) -> Poll<io::Result<Option<Instant>>> {
+) -> Poll<io::Result<Option<Option<Instant>>>> {
     use std::cell::RefCell;
     use std::os::fd::AsRawFd;
 
@@ -73,7 +94,7 @@ pub fn poll_read(
             read
         });
         match got {
-            Ok((n, at)) => return Poll::Ready(Ok(if n > 0 { at } else { None })),
+            Ok((n, at)) => return Poll::Ready(Ok((n > 0).then_some(at))),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Poll::Ready(Err(e)),
         }
@@ -81,11 +102,11 @@ pub fn poll_read(
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn poll_read(
+fn poll_read_stamped(
     _: &TcpStream,
     _: &mut Context<'_>,
     _: &mut ReadBuf<'_>,
-) -> Poll<io::Result<Option<Instant>>> {
+) -> Poll<io::Result<Option<Option<Instant>>>> {
     Poll::Ready(Err(io::Error::other(
         "no receive timestamps on this platform",
     )))
