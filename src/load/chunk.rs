@@ -138,27 +138,21 @@ pub(super) struct Usage {
 pub(super) fn scan(b: &[u8]) -> Option<Chunk<'_>> {
     let mut p = Scan { b, i: 0 };
     let mut chunk = Chunk::default();
-    let mut seen = Seen::default();
-    p.object(&mut |p, key| {
-        match key {
-            b"id" => {
-                seen.once(0)?;
-                chunk.id = p.opt_plain()?.map(Cow::Borrowed);
+    // `timings` (llama.cpp's last chunk) and `error` (a server's) are rare:
+    // serde's.
+    p.fields(
+        &[b"id", b"choices", b"usage", b"timings", b"error"],
+        1,
+        &mut |p, field| {
+            match field {
+                0 => chunk.id = p.opt_plain()?.map(Cow::Borrowed),
+                1 => chunk.choices = p.choices()?,
+                2 => chunk.usage = p.usage()?,
+                _ => return None,
             }
-            b"choices" => {
-                seen.once(1)?;
-                chunk.choices = p.choices()?;
-            }
-            b"usage" => {
-                seen.once(2)?;
-                chunk.usage = p.usage()?;
-            }
-            // Rare (llama.cpp's last chunk, a server's error): serde's.
-            b"timings" | b"error" => return None,
-            _ => p.skip(1)?,
-        }
-        Some(())
-    })?;
+            Some(())
+        },
+    )?;
     p.ws();
     (p.i == p.b.len()).then_some(chunk)
 }
@@ -176,18 +170,6 @@ fn unescape(b: &[u8]) -> Option<(usize, usize)> {
             Some((char::from_u32(cp)?.len_utf8(), 5))
         }
         _ => None,
-    }
-}
-
-/// Which of a struct's fields were read: serde refuses a field twice.
-#[derive(Default)]
-struct Seen(u8);
-
-impl Seen {
-    fn once(&mut self, bit: u8) -> Option<()> {
-        let had = self.0 & (1 << bit) != 0;
-        self.0 |= 1 << bit;
-        (!had).then_some(())
     }
 }
 
@@ -248,6 +230,27 @@ impl<'a> Scan<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// An object read as serde reads a struct with the fields `names`: each
+    /// of them (by its place in `names`) handed to `read`, which reads its
+    /// value; any other field skipped (at `depth`); a field twice is
+    /// serde's (which refuses it).
+    fn fields(
+        &mut self,
+        names: &[&[u8]],
+        depth: u32,
+        read: &mut dyn FnMut(&mut Self, usize) -> Option<()>,
+    ) -> Option<()> {
+        let mut seen = 0u32;
+        self.object(&mut |p, key| match names.iter().position(|n| *n == key) {
+            Some(i) if seen & (1 << i) != 0 => None,
+            Some(i) => {
+                seen |= 1 << i;
+                read(p, i)
+            }
+            None => p.skip(depth),
+        })
     }
 
     /// An array, each element read by `item`.
@@ -375,45 +378,36 @@ impl<'a> Scan<'a> {
     fn choices(&mut self) -> Option<Choices<'a>> {
         let mut sum = Choices::default();
         self.array(&mut |p| {
-            let mut seen = Seen::default();
-            p.object(&mut |p, key| {
-                match key {
-                    b"text" => {
-                        seen.once(0)?;
-                        sum.text_len += p.opt_text_len()?;
-                    }
-                    b"finish_reason" => {
-                        seen.once(1)?;
-                        if let Some(f) = p.opt_plain()? {
-                            sum.finish_reason = Some(Cow::Borrowed(f));
+            p.fields(
+                &[b"text", b"finish_reason", b"delta"],
+                2,
+                &mut |p, field| {
+                    match field {
+                        0 => sum.text_len += p.opt_text_len()?,
+                        1 => {
+                            if let Some(f) = p.opt_plain()? {
+                                sum.finish_reason = Some(Cow::Borrowed(f));
+                            }
                         }
+                        _ => sum.text_len += p.delta()?,
                     }
-                    b"delta" => {
-                        seen.once(2)?;
-                        if !p.null() {
-                            let mut seen = Seen::default();
-                            p.object(&mut |p, key| {
-                                match key {
-                                    b"content" => {
-                                        seen.once(0)?;
-                                        sum.text_len += p.opt_text_len()?;
-                                    }
-                                    b"reasoning_content" => {
-                                        seen.once(1)?;
-                                        sum.text_len += p.opt_text_len()?;
-                                    }
-                                    _ => p.skip(3)?,
-                                }
-                                Some(())
-                            })?;
-                        }
-                    }
-                    _ => p.skip(2)?,
-                }
-                Some(())
-            })
+                    Some(())
+                },
+            )
         })?;
         Some(sum)
+    }
+
+    /// `null` or a choice's delta: the length of its text.
+    fn delta(&mut self) -> Option<usize> {
+        let mut len = 0;
+        if !self.null() {
+            self.fields(&[b"content", b"reasoning_content"], 3, &mut |p, _| {
+                len += p.opt_text_len()?;
+                Some(())
+            })?;
+        }
+        Some(len)
     }
 
     fn usage(&mut self) -> Option<Option<Usage>> {
@@ -424,21 +418,18 @@ impl<'a> Scan<'a> {
             prompt_tokens: None,
             completion_tokens: None,
         };
-        let mut seen = Seen::default();
-        self.object(&mut |p, key| {
-            match key {
-                b"prompt_tokens" => {
-                    seen.once(0)?;
-                    u.prompt_tokens = p.opt_count()?;
+        self.fields(
+            &[b"prompt_tokens", b"completion_tokens"],
+            2,
+            &mut |p, field| {
+                let n = p.opt_count()?;
+                match field {
+                    0 => u.prompt_tokens = n,
+                    _ => u.completion_tokens = n,
                 }
-                b"completion_tokens" => {
-                    seen.once(1)?;
-                    u.completion_tokens = p.opt_count()?;
-                }
-                _ => p.skip(2)?,
-            }
-            Some(())
-        })?;
+                Some(())
+            },
+        )?;
         Some(Some(u))
     }
 

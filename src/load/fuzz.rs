@@ -236,12 +236,19 @@ fn json_value() -> impl Strategy<Value = String> {
     leaf.prop_recursive(3, 24, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(","))),
-            prop::collection::vec((field_name(), inner), 0..4).prop_map(|v| {
-                let fields: Vec<String> = v.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
-                format!("{{{}}}", fields.join(","))
-            }),
+            prop::collection::vec((field_name(), inner), 0..4).prop_map(object),
         ]
     })
+}
+
+/// A JSON object's text from its fields' (each key's text, quoted, and
+/// its value's).
+fn object<K: std::fmt::Display>(fields: impl IntoIterator<Item = (K, String)>) -> String {
+    let fields: Vec<String> = fields
+        .into_iter()
+        .map(|(k, v)| format!("{k}:{v}"))
+        .collect();
+    format!("{{{}}}", fields.join(","))
 }
 
 /// A JSON string (or nearly: a bad escape, a raw tab) of any escapes.
@@ -306,10 +313,7 @@ fn chunk_text() -> impl Strategy<Value = String> {
         ),
         0..3,
     )
-    .prop_map(|v| {
-        let f: Vec<String> = v.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
-        format!("{{{}}}", f.join(","))
-    });
+    .prop_map(object);
     let choice = prop::collection::vec(
         prop_oneof![
             text.clone().prop_map(|t| format!("\"text\":{t}")),
@@ -333,10 +337,7 @@ fn chunk_text() -> impl Strategy<Value = String> {
         ),
         0..3,
     )
-    .prop_map(|v| {
-        let f: Vec<String> = v.into_iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
-        format!("{{{}}}", f.join(","))
-    });
+    .prop_map(|v| object(v.into_iter().map(|(k, v)| (format!("\"{k}\""), v))));
     prop::collection::vec(
         prop_oneof![
             1 => prop_oneof![json_value(), "\"[a-z-]{0,8}\""].prop_map(|v| format!("\"id\":{v}")),
