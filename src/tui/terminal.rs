@@ -24,11 +24,6 @@ use super::draw;
 use super::thrifty::{tidy_frame, FrameBuffer, Thrifty};
 use crate::model::{Event, Timestamp};
 
-/// What marks a frame as one update (synchronised output, mode 2026), as
-/// crossterm writes it.
-pub(super) const BEGIN: &[u8] = b"\x1b[?2026h";
-pub(super) const END: &[u8] = b"\x1b[?2026l";
-
 /// The shortest time between two frames (user actions, new results).
 pub const FRAME_MIN: Duration = Duration::from_millis(100);
 /// How long data-only changes (log lines, GPU samples, the clock) may wait.
@@ -168,7 +163,7 @@ impl Screen {
         // Written from the shared buffer, then cleared: its capacity is kept
         // for the next frame. A frame that changed nothing is not sent.
         let mut bytes = self.bytes.borrow_mut();
-        let written = if tidy_frame(&mut bytes, BEGIN, END) {
+        let written = if tidy_frame(&mut bytes) {
             let mut out = io::stdout().lock();
             out.write_all(&bytes).and_then(|()| out.flush())
         } else {

@@ -375,6 +375,16 @@ fn live_ascii(view: ViewState) -> (App, mpsc::Receiver<Request>) {
     (app, rx)
 }
 
+/// A line of the running config's (tp1-dflash's) server log, as the
+/// engine sends it.
+fn log_line(line: impl Into<String>, mark: LogMark) -> Action {
+    Action::Event(Event::Log {
+        config: "tp1-dflash".into(),
+        line: line.into(),
+        mark,
+    })
+}
+
 fn render(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
     app.update(Action::Resize(w, h));
     draw_as_is(app, w, h)
@@ -1149,21 +1159,15 @@ fn the_grid_refits_its_columns_to_the_width_after_a_resize_or_a_zoom() {
 fn the_log_pane_shows_a_line_repeated_in_a_row_once_with_its_count() {
     let (mut app, _rx) = live(running_story().view());
     app.update(Action::Resize(120, 40));
-    let log_line = |line: &str| {
-        Action::Event(Event::Log {
-            config: "tp1-dflash".into(),
-            line: line.into(),
-            mark: LogMark::Plain,
-        })
-    };
-    app.update(log_line("before the requests"));
+    let plain = |line: &str| log_line(line, LogMark::Plain);
+    app.update(plain("before the requests"));
     for _ in 0..40 {
-        app.update(log_line(
+        app.update(plain(
             r#"srv  log_server_r: request: POST /tokenize 127.0.0.1 200"#,
         ));
     }
-    app.update(log_line("after the requests"));
-    app.update(log_line("after the requests"));
+    app.update(plain("after the requests"));
+    app.update(plain("after the requests"));
     let text = screen(&render(&mut app, 120, 40));
     assert_eq!(
         text.matches("POST /tokenize").count(),
@@ -1183,15 +1187,9 @@ fn the_log_pane_shows_a_line_repeated_in_a_row_once_with_its_count() {
 fn the_log_follows_and_holds_still_when_scrolled_back() {
     let (mut app, _rx) = live(running_story().view());
     app.update(Action::Resize(120, 40));
-    let log_line = |i: u32| {
-        Action::Event(Event::Log {
-            config: "tp1-dflash".into(),
-            line: format!("line {i}"),
-            mark: LogMark::Plain,
-        })
-    };
+    let numbered = |i: u32| log_line(format!("line {i}"), LogMark::Plain);
     for i in 0..100 {
-        app.update(log_line(i));
+        app.update(numbered(i));
     }
     assert_eq!(app.ui.log_back, 0);
     press(&mut app, KeyCode::Tab);
@@ -1205,7 +1203,7 @@ fn the_log_follows_and_holds_still_when_scrolled_back() {
         "{text}"
     );
     for i in 100..110 {
-        app.update(log_line(i));
+        app.update(numbered(i));
     }
     // Still the same lines on screen.
     assert_eq!(app.ui.log_back, 12);
@@ -1228,15 +1226,14 @@ fn a_slow_live_log_sends_about_its_new_lines() {
     let mut sent = Vec::new();
     for i in 0..90u32 {
         for k in 0..3 {
-            app.update(Action::Event(Event::Log {
-                config: "tp1-dflash".into(),
-                line: format!(
+            app.update(log_line(
+                format!(
                     "[2025-06-01 10:{:02}:{:02}] Decode batch. #running-req: {k}, #token: {i}",
                     i / 60,
                     i % 60
                 ),
-                mark: LogMark::Plain,
-            }));
+                LogMark::Plain,
+            ));
         }
         t += 1000;
         app.update(Action::Tick(Timestamp::from_unix_ms(t)));
@@ -1258,11 +1255,7 @@ fn the_log_search_acts_as_in_less() {
     let (mut app, _rx) = live(running_story().view());
     app.update(Action::Resize(120, 40));
     for i in 0..200 {
-        app.update(Action::Event(Event::Log {
-            config: "tp1-dflash".into(),
-            line: format!("line {i}"),
-            mark: LogMark::Plain,
-        }));
+        app.update(log_line(format!("line {i}"), LogMark::Plain));
     }
     // Outside the log `?` is the help.
     press_mod(&mut app, KeyCode::Char('?'), KeyModifiers::SHIFT);
@@ -1320,11 +1313,7 @@ fn the_log_search_acts_as_in_less() {
     assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("149"));
     // Lines arriving keep the view (and the match) still.
     for i in 200..210 {
-        app.update(Action::Event(Event::Log {
-            config: "tp1-dflash".into(),
-            line: format!("line {i}"),
-            mark: LogMark::Plain,
-        }));
+        app.update(log_line(format!("line {i}"), LogMark::Plain));
     }
     assert_eq!(log_rows(&mut app).first().map(String::as_str), Some("149"));
     // The next match makes the "not found" stale: it goes.
@@ -1422,11 +1411,7 @@ fn theme_and_value_keys_cycle() {
 fn log_lines_and_gpu_samples_wait_for_the_tick() {
     let (mut app, _rx) = live(running_story().view());
     app.update(Action::Resize(120, 40));
-    let line = Action::Event(Event::Log {
-        config: "tp1-dflash".into(),
-        line: "a brand new line".into(),
-        mark: LogMark::Plain,
-    });
+    let line = log_line("a brand new line", LogMark::Plain);
     assert_eq!(app.update(line), Redraw::No);
     assert_eq!(
         app.update(Action::Event(gpu_event(8, &[0], 99))),
@@ -1461,25 +1446,18 @@ fn a_chatty_log_is_brought_up_to_date_every_other_tick() {
         app.update(Action::Tick(Timestamp::from_unix_ms(t)));
         screen(&draw_as_is(app, 120, 40))
     };
-    let log_line = |line: String, mark: LogMark| {
-        Action::Event(Event::Log {
-            config: "tp1-dflash".into(),
-            line,
-            mark,
-        })
-    };
     for i in 0..40 {
         app.update(log_line(format!("chatty {i}"), LogMark::Plain));
     }
     assert!(!tick(&mut app).contains("chatty 39"), "one tick waited");
     assert!(tick(&mut app).contains("chatty 39"), "shown the next");
-    app.update(log_line("a few more".into(), LogMark::Plain));
+    app.update(log_line("a few more", LogMark::Plain));
     assert!(tick(&mut app).contains("a few more"), "a few lines at once");
     for i in 0..40 {
         app.update(log_line(format!("again {i}"), LogMark::Plain));
     }
     app.update(log_line(
-        "RuntimeError: CUDA error: an illegal instruction was encountered".into(),
+        "RuntimeError: CUDA error: an illegal instruction was encountered",
         LogMark::Failure,
     ));
     assert!(

@@ -74,7 +74,8 @@ pub struct Ui {
     pub log_shown: u64,
     /// A chatty log waited one tick to be brought up to date.
     pub log_waited: bool,
-    /// Log lines or GPU samples arrived since the last tick.
+    /// GPU samples arrived since the last tick (log lines are counted by
+    /// `log_shown`).
     pub data_stale: bool,
     pub last_search: Option<String>,
     /// A search was made and not ended (Esc): `n`/`N`/Enter move between
