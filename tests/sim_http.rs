@@ -433,15 +433,16 @@ async fn the_send_log_times_each_request_from_its_arrival() {
         .map(|e| serde_json::from_str(&e.0).unwrap())
         .collect();
     let texts = chunks.iter().filter(|c| !chunk_text(c).is_empty()).count();
-    // The line is written once the stream has ended, by a thread of its own.
+    // The line is written once the stream has ended, by a thread of its
+    // own: look until it is there (read off the runtime's threads).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let line = loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let text = tokio::fs::read_to_string(&log).await.unwrap_or_default();
         if let Some(l) = text.lines().next() {
             break l.to_string();
         }
         assert!(std::time::Instant::now() < deadline, "no send log line");
-        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     };
     let v: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["id"], chunks[0]["id"], "{line}");

@@ -194,6 +194,17 @@ mod tests {
         assert_eq!(s.arrival(), None);
     }
 
+    /// A stamped stream to a loopback peer, and the peer's end.
+    #[cfg(target_os = "linux")]
+    async fn connected() -> (WireStream, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let s = WireStream::new(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+        assert!(s.stamped());
+        let (peer, _) = l.accept().unwrap();
+        (s, peer)
+    }
+
     /// A request's send time is when its first bytes went to the socket,
     /// taken before that write: a client busy between meaning to send and
     /// sending does not count its delay; the rest of the request does not
@@ -203,11 +214,7 @@ mod tests {
     async fn a_request_is_sent_when_its_first_bytes_are_written() {
         use std::io::Read;
         use tokio::io::AsyncWriteExt;
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let mut s = WireStream::new(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
-        assert!(s.stamped());
-        let (mut peer, _) = l.accept().unwrap();
+        let (mut s, mut peer) = connected().await;
         let stamp = s.stamp();
         stamp.unsent();
         let meant = Instant::now();
@@ -243,11 +250,7 @@ mod tests {
     async fn bytes_that_waited_are_stamped_when_they_arrived() {
         use std::io::Write;
         use tokio::io::AsyncReadExt;
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let mut s = WireStream::new(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
-        assert!(s.stamped());
-        let (mut peer, _) = l.accept().unwrap();
+        let (mut s, mut peer) = connected().await;
         for _ in 0..50 {
             let before = Instant::now();
             peer.write_all(b"hello").unwrap();
