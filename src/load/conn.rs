@@ -7,6 +7,7 @@
 //! many requests starting at once, queueing between the send time and the
 //! write). No proxies: benchmarks talk to the server directly.
 
+use super::rounds::Rounds;
 use super::wire::{Stamp, WireStream};
 use super::{LoadError, UrlProblem};
 use std::future::{poll_fn, Future};
@@ -33,19 +34,24 @@ pub struct Conn {
     sender: SendRequest<Full<Bytes>>,
     driver: Option<Driver>,
     stamp: Arc<Stamp>,
+    /// The connection wakes its body's reader, the task polling both, from
+    /// inside that poll: another round of it, not a trip through the runtime.
+    rounds: Rounds,
 }
 
 /// Await `fut` while driving the connection's I/O in the same task.
-async fn drive_with<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
+async fn drive_with<F: Future>(driver: &mut Option<Driver>, rounds: &Rounds, fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     poll_fn(|cx| {
-        if let Some(d) = driver.as_mut() {
-            if d.as_mut().poll(cx).is_ready() {
-                // Closed (by either side): whatever is pending now ends.
-                *driver = None;
+        rounds.poll(cx, |cx| {
+            if let Some(d) = driver.as_mut() {
+                if d.as_mut().poll(cx).is_ready() {
+                    // Closed (by either side): whatever is pending now ends.
+                    *driver = None;
+                }
             }
-        }
-        fut.as_mut().poll(cx)
+            fut.as_mut().poll(cx)
+        })
     })
     .await
 }
@@ -65,7 +71,7 @@ impl Conn {
 
     /// Await `fut` (e.g. the next body frame) while driving the connection.
     pub async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
-        drive_with(&mut self.driver, fut).await
+        drive_with(&mut self.driver, &self.rounds, fut).await
     }
 
     /// Send a request and await its response head.
@@ -77,20 +83,22 @@ impl Conn {
             sender,
             driver,
             stamp,
+            rounds,
         } = self;
-        drive_with(driver, poll_fn(|cx| sender.poll_ready(cx))).await?;
+        drive_with(driver, rounds, poll_fn(|cx| sender.poll_ready(cx))).await?;
         stamp.unsent();
-        let fut = sender.send_request(req);
-        drive_with(driver, fut).await
+        // Queued inside the poll: its wake of the connection is a round.
+        let fut = async { sender.send_request(req).await };
+        drive_with(driver, rounds, fut).await
     }
 
     /// Whether the connection can take another request now: its driver has not
     /// seen the server close it.
     async fn still_open(&mut self) -> bool {
-        let driver = &mut self.driver;
+        let Conn { driver, rounds, .. } = self;
         poll_fn(|cx| {
             Poll::Ready(match driver.as_mut() {
-                Some(d) => d.as_mut().poll(cx).is_pending(),
+                Some(d) => rounds.poll(cx, |cx| d.as_mut().poll(cx)).is_pending(),
                 None => false,
             })
         })
@@ -236,6 +244,7 @@ impl Pool {
             sender,
             driver: Some(Box::pin(driver)),
             stamp,
+            rounds: Rounds::default(),
         })
     }
 

@@ -14,6 +14,7 @@ mod fuzz;
 pub mod metrics;
 pub mod prom;
 pub mod prompt;
+mod rounds;
 pub mod sse;
 #[cfg(all(test, target_os = "linux"))]
 mod stalled;

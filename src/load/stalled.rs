@@ -66,7 +66,7 @@ fn itls(rec: &RequestRecord, times: Vec<u64>) -> (f64, f64) {
     (m.itl_ms_p50.unwrap(), m.itl_ms_mean.unwrap())
 }
 
-/// The runtime's only thread is blocked for 100 ms while tokens arrive:
+/// The runtime's only thread is blocked while most tokens arrive:
 /// read when the client got to them, the tokens queued meanwhile seem to
 /// have come microseconds apart; on the wire clock every gap stays at the
 /// server's pace (the queued ones share their read's arrival, and that
@@ -87,8 +87,14 @@ async fn a_blocked_client_keeps_the_servers_pace_on_the_wire_clock() {
         while sent.load(Ordering::SeqCst) < 3 {
             tokio::task::yield_now().await;
         }
-        // Blocks the runtime thread: nothing is read meanwhile.
-        std::thread::sleep(Duration::from_millis(100));
+        // Blocks the runtime thread (nothing is read meanwhile) until all
+        // but the last two tokens are sent, however slow the machine.
+        let start = std::time::Instant::now();
+        while sent.load(Ordering::SeqCst) < TOKENS as u64 - 2
+            && start.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     });
     let rec = send(
         &pool,
@@ -169,4 +175,98 @@ fn stats_min_itl(rec: &RequestRecord) -> f64 {
         i += n;
     }
     min
+}
+
+/// Counts the wakes of the future it wraps, and those from inside its own
+/// poll (which the runtime takes as a yield: a wasted poll and a worker
+/// woken to help).
+struct Spy<F> {
+    inner: F,
+    wakes: Arc<Wakes>,
+}
+
+#[derive(Default)]
+struct Wakes {
+    polling: std::sync::atomic::AtomicBool,
+    all: AtomicU64,
+    inside: AtomicU64,
+}
+
+struct SpyWaker {
+    outer: std::task::Waker,
+    wakes: Arc<Wakes>,
+}
+
+impl std::task::Wake for SpyWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.all.fetch_add(1, Ordering::SeqCst);
+        if self.wakes.polling.load(Ordering::SeqCst) {
+            self.wakes.inside.fetch_add(1, Ordering::SeqCst);
+        }
+        self.outer.wake_by_ref();
+    }
+}
+
+impl<F: std::future::Future + Unpin> std::future::Future for Spy<F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let waker = std::task::Waker::from(Arc::new(SpyWaker {
+            outer: cx.waker().clone(),
+            wakes: self.wakes.clone(),
+        }));
+        self.wakes.polling.store(true, Ordering::SeqCst);
+        let got =
+            std::pin::Pin::new(&mut self.inner).poll(&mut std::task::Context::from_waker(&waker));
+        self.wakes.polling.store(false, Ordering::SeqCst);
+        got
+    }
+}
+
+/// Each chunk the connection reads is handed to the request's reader, the
+/// same task: never by waking that task from inside its own poll.
+#[tokio::test(flavor = "current_thread")]
+async fn a_streamed_request_is_woken_by_its_socket_not_by_itself() {
+    let sent = Arc::new(AtomicU64::new(0));
+    let port = paced_server(sent);
+    let t = Target {
+        cache_prompt: None,
+        base: format!("http://127.0.0.1:{port}"),
+        api: Api::Completions,
+        model: "m".into(),
+    };
+    let pool = Arc::new(Pool::new(&t.base).unwrap());
+    let progress = Arc::new(Progress::new());
+    let wakes = Arc::new(Wakes::default());
+    let rec = Spy {
+        inner: Box::pin(send(
+            &pool,
+            &t,
+            "x",
+            TOKENS as u32,
+            Duration::from_secs(30),
+            &progress,
+        )),
+        wakes: wakes.clone(),
+    }
+    .await;
+    assert!(rec.ok(), "{:?}", rec.error);
+    assert_eq!(rec.chunks.len(), TOKENS);
+    let (all, inside) = (
+        wakes.all.load(Ordering::SeqCst),
+        wakes.inside.load(Ordering::SeqCst),
+    );
+    assert!(
+        all >= TOKENS as u64,
+        "{all} wakes for {TOKENS} paced tokens"
+    );
+    assert_eq!(
+        inside, 0,
+        "{inside} of {all} wakes came from inside the poll"
+    );
 }
