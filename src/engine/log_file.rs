@@ -15,7 +15,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,6 +28,9 @@ pub const SINK_MAX_QUEUED: u64 = 64 << 20;
 /// How often lines that trickle in are flushed to the file (what `attach` and
 /// `open` read).
 const SINK_FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// Queued bytes past which the writer is woken before its next flush: lines
+/// that trickle in are written in one go each flush, not one wake-up each.
+const SINK_WAKE_QUEUED: u64 = 1 << 20;
 
 /// What a log file says when its head is full, and the notice the sweep
 /// gives, once each.
@@ -166,6 +169,8 @@ impl LogFile {
 pub struct LogSink {
     lines: std_mpsc::Sender<SinkJob>,
     shared: Arc<SinkShared>,
+    /// The writer: it sleeps until its next flush unless woken.
+    writer: std::thread::Thread,
 }
 
 enum SinkJob {
@@ -177,6 +182,8 @@ enum SinkJob {
 #[derive(Default)]
 struct SinkShared {
     queued_bytes: AtomicU64,
+    /// The sink is gone: write what is queued and end.
+    closed: AtomicBool,
     /// Lines left out while the queue was full, not yet said in the file.
     left_out: AtomicU64,
     /// What the file cut, and problems writing it, for the sweep to tell.
@@ -195,10 +202,16 @@ impl LogSink {
         let s = shared.clone();
         let path = path.to_path_buf();
         let first = first.as_bytes().to_vec();
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("server-log".into())
-            .spawn(move || sink_work(&path, max_bytes, &first, &rx, &s))?;
-        Ok(LogSink { lines, shared })
+            .spawn(move || sink_work(&path, max_bytes, &first, &rx, &s))?
+            .thread()
+            .clone();
+        Ok(LogSink {
+            lines,
+            shared,
+            writer,
+        })
     }
 
     /// Queue one line (without its newline); never waits.
@@ -208,6 +221,8 @@ impl LogSink {
         if queued + len > SINK_MAX_QUEUED || self.lines.send(SinkJob::Line(raw.to_vec())).is_err() {
             self.shared.queued_bytes.fetch_sub(len, Ordering::SeqCst);
             self.shared.left_out.fetch_add(1, Ordering::SeqCst);
+        } else if queued + len > SINK_WAKE_QUEUED {
+            self.writer.unpark();
         }
     }
 
@@ -217,6 +232,7 @@ impl LogSink {
         if self.lines.send(SinkJob::Settle(tx)).is_err() {
             return false;
         }
+        self.writer.unpark();
         matches!(tokio::time::timeout(limit, rx).await, Ok(Ok(())))
     }
 
@@ -234,6 +250,13 @@ impl LogSink {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
         )
+    }
+}
+
+impl Drop for LogSink {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.writer.unpark();
     }
 }
 
@@ -282,11 +305,10 @@ fn sink_work(
     write(&mut file, first);
     let mut flushed = Instant::now();
     loop {
-        let job = match jobs.recv_timeout(SINK_FLUSH_EVERY) {
-            Ok(job) => Some(job),
-            Err(std_mpsc::RecvTimeoutError::Timeout) => None,
-            Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
-        };
+        // Asleep until the next flush unless woken (a settle, a queue
+        // growing, the end): no wake-up per line.
+        std::thread::park_timeout(SINK_FLUSH_EVERY.saturating_sub(flushed.elapsed()));
+        let closed = shared.closed.load(Ordering::SeqCst);
         let left_out = shared.left_out.swap(0, Ordering::SeqCst);
         if left_out > 0 {
             let note = format!(
@@ -294,21 +316,31 @@ fn sink_work(
             );
             write(&mut file, note.as_bytes());
         }
-        match job {
-            Some(SinkJob::Line(raw)) => {
-                write(&mut file, &raw);
-                shared
-                    .queued_bytes
-                    .fetch_sub(raw.len() as u64 + 1, Ordering::SeqCst);
-            }
-            Some(SinkJob::Settle(done)) => {
-                if let Some(f) = file.as_mut() {
-                    let _ = f.flush();
+        let mut gone = closed;
+        loop {
+            match jobs.try_recv() {
+                Ok(SinkJob::Line(raw)) => {
+                    write(&mut file, &raw);
+                    shared
+                        .queued_bytes
+                        .fetch_sub(raw.len() as u64 + 1, Ordering::SeqCst);
                 }
-                flushed = Instant::now();
-                let _ = done.send(());
+                Ok(SinkJob::Settle(done)) => {
+                    if let Some(f) = file.as_mut() {
+                        let _ = f.flush();
+                    }
+                    flushed = Instant::now();
+                    let _ = done.send(());
+                }
+                Err(std_mpsc::TryRecvError::Empty) => break,
+                Err(std_mpsc::TryRecvError::Disconnected) => {
+                    gone = true;
+                    break;
+                }
             }
-            None => {}
+        }
+        if gone {
+            break;
         }
         if flushed.elapsed() >= SINK_FLUSH_EVERY {
             if let Some(f) = file.as_mut() {

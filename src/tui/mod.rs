@@ -23,11 +23,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::engine::{Bus, Request};
-use crate::model::{Event, Level};
+use crate::model::{Event, Level, LogMark};
 use crate::view::state::ViewState;
 
 use app::{App, Mode};
@@ -305,26 +306,63 @@ async fn forward_events(
 }
 
 /// Server log lines: dropped (and counted) rather than waited for when the view
-/// is behind — the log file has them all.
+/// is behind — the log file has them all. They reach the view in batches, a
+/// few a second (it shows them at its tick anyway), so a chatty server does
+/// not wake the view for each line; a failure or readiness line goes at once.
 async fn forward_logs(mut logs: broadcast::Receiver<Event>, tx: SyncSender<Input>) {
     let mut missed = 0u64;
+    let mut batch: Vec<Event> = Vec::new();
+    let mut due: Option<tokio::time::Instant> = None;
     loop {
-        match logs.recv().await {
-            Ok(ev) => {
-                if missed > 0 && tx.try_send(Input::LogsMissed(missed)).is_ok() {
-                    missed = 0;
-                }
-                match tx.try_send(Input::Event(ev)) {
-                    Ok(()) => {}
-                    Err(std::sync::mpsc::TrySendError::Full(_)) => missed += 1,
-                    Err(std::sync::mpsc::TrySendError::Disconnected(_)) => return,
-                }
+        let got = tokio::select! {
+            r = logs.recv() => Some(r),
+            _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => None,
+        };
+        let send_now = match got {
+            Some(Ok(ev)) => {
+                let urgent = !matches!(
+                    ev,
+                    Event::Log {
+                        mark: LogMark::Plain,
+                        ..
+                    }
+                );
+                batch.push(ev);
+                due.get_or_insert_with(|| tokio::time::Instant::now() + LOG_BATCH_WAIT);
+                urgent || batch.len() >= LOG_BATCH_MAX
             }
-            Err(broadcast::error::RecvError::Lagged(n)) => missed += n,
-            Err(broadcast::error::RecvError::Closed) => return,
+            Some(Err(broadcast::error::RecvError::Lagged(n))) => {
+                missed += n;
+                false
+            }
+            Some(Err(broadcast::error::RecvError::Closed)) => {
+                if !batch.is_empty() {
+                    let _ = tx.try_send(Input::Logs(batch));
+                }
+                return;
+            }
+            None => true,
+        };
+        if !send_now {
+            continue;
+        }
+        due = None;
+        if missed > 0 && tx.try_send(Input::LogsMissed(missed)).is_ok() {
+            missed = 0;
+        }
+        let n = batch.len() as u64;
+        match tx.try_send(Input::Logs(std::mem::take(&mut batch))) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::TrySendError::Full(_)) => missed += n,
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => return,
         }
     }
 }
+
+/// How long a plain log line may wait to be handed to the view with others.
+const LOG_BATCH_WAIT: Duration = Duration::from_millis(250);
+/// The most lines handed over at once.
+const LOG_BATCH_MAX: usize = 256;
 
 /// SIGHUP: the SSH link dropped. The view stops; the sweep does not.
 async fn watch_hangup(tx: SyncSender<Input>) {

@@ -38,6 +38,8 @@ const DISK_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub enum Input {
     Event(Event),
+    /// Server log lines, in order.
+    Logs(Vec<Event>),
     EventsMissed,
     LogsMissed(u64),
     Key(KeyEvent),
@@ -264,6 +266,9 @@ pub enum LoopEnd {
 fn handle(app: &mut App, input: Input) -> Result<Redraw, LoopEnd> {
     Ok(match input {
         Input::Event(ev) => app.update(Action::Event(ev)),
+        Input::Logs(lines) => lines
+            .into_iter()
+            .fold(Redraw::No, |r, ev| r.max(app.update(Action::Event(ev)))),
         Input::EventsMissed => app.update(Action::EventsMissed),
         Input::LogsMissed(n) => app.update(Action::LogsMissed(n)),
         Input::Key(k) => match app.on_key(&k) {

@@ -2138,3 +2138,50 @@ fn after_the_end_r_and_shift_r_ask_then_run_the_retry() {
     assert_eq!(queued, failed);
     assert!(!app.exit && app.then_retry.is_none());
 }
+
+/// Server log lines reach the view a batch at a time, not one wake-up each;
+/// a failure line goes at once with those before it.
+#[tokio::test(start_paused = true)]
+async fn log_lines_reach_the_view_in_batches_and_a_failure_at_once() {
+    use crate::tui::terminal::Input;
+    let (logs, rx_logs) = tokio::sync::broadcast::channel(64);
+    let (tx, rx) = std::sync::mpsc::sync_channel(64);
+    tokio::spawn(super::forward_logs(rx_logs, tx));
+    let line = |text: &str, mark| Event::Log {
+        config: "c".into(),
+        line: text.into(),
+        mark,
+    };
+    let lines_of = |input: Input| match input {
+        Input::Logs(batch) => batch
+            .iter()
+            .map(|e| match e {
+                Event::Log { line, .. } => line.clone(),
+                _ => String::new(),
+            })
+            .collect::<Vec<_>>(),
+        _ => panic!("not a batch of log lines"),
+    };
+    for i in 0..5 {
+        logs.send(line(&format!("plain {i}"), LogMark::Plain))
+            .unwrap();
+    }
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(rx.try_recv().is_err(), "plain lines wait for their batch");
+    tokio::time::sleep(super::LOG_BATCH_WAIT).await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        lines_of(rx.try_recv().unwrap()),
+        ["plain 0", "plain 1", "plain 2", "plain 3", "plain 4"]
+    );
+    logs.send(line("plain 5", LogMark::Plain)).unwrap();
+    logs.send(line("CUDA error", LogMark::Failure)).unwrap();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(lines_of(rx.try_recv().unwrap()), ["plain 5", "CUDA error"]);
+}
