@@ -29,6 +29,8 @@ pub(crate) struct Core {
     pub(super) bus: Bus,
     pub(super) patterns: Arc<LogPatterns>,
     pub(super) seq: Arc<AtomicU64>,
+    /// Prompt lengths the servers' tokenizers counted, for the servers after.
+    pub(super) books: Arc<crate::load::tokenizer::CountBooks>,
     /// For the server's side endpoints (health, models, tokenize, metrics).
     pub(super) http: reqwest::Client,
     /// What this run's servers carry as [`process::RUN_TAG`].

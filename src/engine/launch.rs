@@ -205,6 +205,7 @@ impl Launcher<'_> {
             config.tokenizer.as_ref().map(std::path::PathBuf::from),
         )
         .knowing(&about)
+        .sharing_counts(core.books.clone())
     }
 
     /// Ready = the health check passes, the plan's log line (if any) appeared,

@@ -87,6 +87,7 @@ impl Engine {
             plan,
             patterns: Arc::new(patterns),
             seq: Arc::new(AtomicU64::new(0)),
+            books: Arc::default(),
             http: crate::load::http_client(),
             run_tag,
             run_path,

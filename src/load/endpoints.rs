@@ -63,7 +63,7 @@ async fn post_json(
 /// How a server's `POST /tokenize` takes its text: vLLM and SGLang as the
 /// request would send it (`prompt`, or `messages` for chat), llama.cpp as
 /// `content` (it answers `{"tokens": []}` to a `prompt`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TokenizeField {
     Request,
     Content,

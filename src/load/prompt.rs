@@ -152,6 +152,7 @@ where
                 })
         }
     };
+    let tags = &tags.measuring();
     let with_nonce = |n: usize| tags.apply(0, &compose(instruction, n));
     let base = measure(with_nonce(0)).await?;
     if base >= target {

@@ -56,6 +56,17 @@ impl Tags {
         }
     }
 
+    /// The tag prompts are measured with. Its symbols cost what every
+    /// tag's do (that is what calibration keeps), so its count stands for
+    /// every request's; numbered from zero, it is the same text for every
+    /// server of a tokenizer, whose counts can then be shared.
+    pub fn measuring(&self) -> Tags {
+        Tags {
+            offset: 0,
+            ..self.clone()
+        }
+    }
+
     /// The same tags in another place.
     pub fn at(&self, place: Place) -> Tags {
         Tags {

@@ -1,8 +1,10 @@
 //! Measuring prompts: the server's own tokenizer (`POST /tokenize`) when it has
 //! one, else a local `tokenizer.json` the plan names, else an estimate.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::endpoints::{tokenize, usage_prompt_tokens, TokenizeField};
 use super::tags::Tags;
@@ -46,6 +48,9 @@ pub enum Measure {
         /// (`usage.prompt_tokens`) adds to `/tokenize`'s: special tokens
         /// (a BOS) or a chat template's, measured once per server.
         offset: i64,
+        /// What servers of the same model counted before it, where it
+        /// counts as they did.
+        book: Option<Arc<Mutex<Book>>>,
     },
     Local(LocalTokenizer),
     /// About four characters per token; the result line's `prompt_tokens_mean`
@@ -65,6 +70,7 @@ impl Measure {
         target: &super::Target,
         local: Option<&Path>,
         setting: &str,
+        books: Option<&CountBooks>,
     ) -> (Measure, Option<String>) {
         let probe = Tags::default().apply(0, "Hello, how are you today?");
         // The request's own shape first; llama.cpp wants `content`.
@@ -84,11 +90,20 @@ impl Measure {
                     Ok(used) => (0, Some(format!("the server counts {used} prompt tokens where /tokenize counts {counted}; prompts are measured with /tokenize"))),
                     Err(e) => (0, Some(format!("{e}; prompts are measured with /tokenize alone"))),
                 };
+                let (book, changed) = match books {
+                    Some(b) => b.open(client, target, field).await,
+                    None => (None, None),
+                };
                 let server = Measure::Server {
                     client: client.clone(),
                     target: target.clone(),
                     field,
                     offset,
+                    book,
+                };
+                let notice = match (notice, changed) {
+                    (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                    (a, b) => a.or(b),
                 };
                 return (server, notice);
             }
@@ -108,9 +123,25 @@ impl Measure {
                 target,
                 field,
                 offset,
-            } => tokenize(client, target, *field, text)
-                .await
-                .map(|n| n.saturating_add_signed(*offset)),
+                book,
+            } => {
+                let key = book.as_ref().map(|_| TextKey::of(text));
+                let known = book
+                    .as_ref()
+                    .zip(key)
+                    .and_then(|(b, k)| lock(b).counts.get(&k).copied());
+                let n = match known {
+                    Some(n) => n,
+                    None => {
+                        let n = tokenize(client, target, *field, text).await?;
+                        if let Some((b, k)) = book.as_ref().zip(key) {
+                            lock(b).keep(k, text, n);
+                        }
+                        n
+                    }
+                };
+                Ok(n.saturating_add_signed(*offset))
+            }
             Measure::Local(t) => t.count(text),
             Measure::Estimate => Ok((text.len() / 4) as u64),
         }
@@ -155,6 +186,102 @@ impl Measure {
     }
 }
 
+/// What servers' tokenizers counted, kept for the servers after them: a
+/// sweep starts the same model again for config after config, and fitting
+/// its prompts again is dozens of `/tokenize` calls of up to a context's
+/// worth of text each. A book is kept per model, API and `/tokenize` shape;
+/// a new server is read from it only once it counts the book's longest text
+/// as the book says (else the book starts afresh, and a notice says why).
+#[derive(Default)]
+pub struct CountBooks(Mutex<HashMap<BookKey, Arc<Mutex<Book>>>>);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct BookKey {
+    model: String,
+    api: crate::plan::Api,
+    field: TokenizeField,
+}
+
+/// The most counts a book keeps.
+const BOOK_MAX: usize = 100_000;
+
+/// A text as a book knows it: its hash and its length.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct TextKey(u64, usize);
+
+impl TextKey {
+    fn of(text: &str) -> TextKey {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut h);
+        TextKey(h.finish(), text.len())
+    }
+}
+
+/// The `/tokenize` counts (without the server's offset) of one model's
+/// servers.
+#[derive(Default)]
+pub struct Book {
+    counts: HashMap<TextKey, u64>,
+    /// The longest text counted, and its count: what a new server is
+    /// checked with.
+    longest: Option<(String, u64)>,
+}
+
+impl Book {
+    fn keep(&mut self, key: TextKey, text: &str, n: u64) {
+        if self.counts.len() < BOOK_MAX {
+            self.counts.insert(key, n);
+        }
+        if self
+            .longest
+            .as_ref()
+            .is_none_or(|(t, _)| t.len() < text.len())
+        {
+            self.longest = Some((text.to_string(), n));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl CountBooks {
+    /// The book a server's counts are read from and kept in, once the
+    /// server counts the book's longest text as the book does; with a
+    /// notice where it did not (the book starts afresh). No book where the
+    /// check could not be made.
+    async fn open(
+        &self,
+        client: &reqwest::Client,
+        target: &super::Target,
+        field: TokenizeField,
+    ) -> (Option<Arc<Mutex<Book>>>, Option<String>) {
+        let key = BookKey {
+            model: target.model.clone(),
+            api: target.api,
+            field,
+        };
+        let book = lock(&self.0).entry(key).or_default().clone();
+        let kept = lock(&book).longest.clone();
+        let Some((text, kept)) = kept else {
+            return (Some(book), None);
+        };
+        match tokenize(client, target, field, &text).await {
+            Ok(n) if n == kept => (Some(book), None),
+            Ok(n) => {
+                *lock(&book) = Book::default();
+                let notice = format!(
+                    "this server's /tokenize counts {n} tokens in a text an earlier server of {} counted {kept} in; its prompts are measured afresh",
+                    target.model
+                );
+                (Some(book), Some(notice))
+            }
+            Err(_) => (None, None),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -182,5 +309,110 @@ pub(super) mod tests {
         let err = LocalTokenizer::load(&p).err().unwrap().to_string();
         assert!(err.contains("tokenizer.json"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+mod books {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A `/tokenize` that counts `per_word` tokens a word, and the calls it took.
+    fn tokenize_server(per_word: u64) -> (super::super::Target, Arc<AtomicU64>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let calls = Arc::new(AtomicU64::new(0));
+        let c = calls.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let mut got = Vec::new();
+                let mut buf = [0u8; 65536];
+                let body = loop {
+                    let n = s.read(&mut buf).unwrap_or(0);
+                    if n == 0 {
+                        break None;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len: usize = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break Some(got[end + 4..end + 4 + len].to_vec());
+                        }
+                    }
+                };
+                let Some(body) = body else { continue };
+                c.fetch_add(1, Ordering::SeqCst);
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let words = v["prompt"].as_str().unwrap().split_whitespace().count() as u64;
+                let reply = format!("{{\"count\":{}}}", words * per_word);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+            }
+        });
+        let target = super::super::Target {
+            base: format!("http://127.0.0.1:{port}"),
+            api: crate::plan::Api::Completions,
+            model: "m".into(),
+            cache_prompt: None,
+        };
+        (target, calls)
+    }
+
+    async fn measure(
+        books: &CountBooks,
+        per_word: u64,
+    ) -> (Measure, Option<String>, Arc<AtomicU64>) {
+        let (target, calls) = tokenize_server(per_word);
+        let client = reqwest::Client::new();
+        let (book, notice) = books.open(&client, &target, TokenizeField::Request).await;
+        assert!(book.is_some());
+        let m = Measure::Server {
+            client,
+            target,
+            field: TokenizeField::Request,
+            offset: 0,
+            book,
+        };
+        (m, notice, calls)
+    }
+
+    #[tokio::test]
+    async fn a_server_of_the_same_tokenizer_reads_what_the_one_before_counted() {
+        let books = CountBooks::default();
+        let long = "a b c d e f g h";
+        let (first, notice, calls) = measure(&books, 1).await;
+        assert_eq!(notice, None);
+        assert_eq!(first.count("a b c").await.unwrap(), 3);
+        assert_eq!(first.count(long).await.unwrap(), 8);
+        assert_eq!(first.count("a b c").await.unwrap(), 3);
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "a text counted once");
+
+        // The next server is checked with the longest text, then read from the book.
+        let (second, notice, calls) = measure(&books, 1).await;
+        assert_eq!(notice, None);
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "the check");
+        assert_eq!(second.count("a b c").await.unwrap(), 3);
+        assert_eq!(second.count(long).await.unwrap(), 8);
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "nothing asked again");
+
+        // A server of the same name that counts otherwise: said, and measured afresh.
+        let (third, notice, calls) = measure(&books, 2).await;
+        let notice = notice.expect("a notice");
+        assert!(notice.contains("16") && notice.contains('8'), "{notice}");
+        assert_eq!(third.count("a b c").await.unwrap(), 6);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 }

@@ -128,7 +128,7 @@ pub struct RawServer {
     pub gpus: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Api {
     #[default]

@@ -13,7 +13,7 @@ use super::host::{About, Host};
 use super::spec::CellSpec;
 use crate::load::prom::ServerFigures;
 use crate::load::tags::{Place, Tags};
-use crate::load::tokenizer::Measure;
+use crate::load::tokenizer::{CountBooks, Measure};
 use crate::load::{self, CellRun, Target};
 use crate::model::{ContextNumbers, Failure, FailureKind, FailureSource, Level};
 use crate::plan::{Cache, Overflow};
@@ -40,6 +40,8 @@ pub(crate) struct Session {
     /// Numbers the requests' tags, across every server of a run, so no two
     /// requests of the run send the same prompt.
     pub(crate) seq: Arc<AtomicU64>,
+    /// What earlier servers of the sweep counted with their tokenizers.
+    books: Option<Arc<CountBooks>>,
     /// The endpoints that may flush its prefix cache, tried in order.
     flush_paths: &'static [&'static str],
     /// A local `tokenizer.json` for a server without `/tokenize`.
@@ -75,6 +77,7 @@ impl Session {
             per_request_cache: false,
             http,
             seq,
+            books: None,
             flush_paths,
             tokenizer,
             tokenizer_setting: "server.tokenizer",
@@ -84,6 +87,13 @@ impl Session {
             flush: None,
             said_no_metrics: false,
         }
+    }
+
+    /// Prompt lengths counted by earlier servers of the sweep, for this one
+    /// to read where it counts as they did.
+    pub fn sharing_counts(mut self, books: Arc<CountBooks>) -> Session {
+        self.books = Some(books);
+        self
     }
 
     /// Where the user names a tokenizer, as hints say it.
@@ -136,6 +146,7 @@ impl Session {
                 &self.target,
                 self.tokenizer.as_deref(),
                 self.tokenizer_setting,
+                self.books.as_deref(),
             )
             .await;
             if let Some(n) = notice {
