@@ -13,9 +13,35 @@ use std::time::Duration;
 const PACE: Duration = Duration::from_millis(10);
 const TOKENS: usize = 20;
 
+/// How many tokens the paced server has sent, to wait on.
+#[derive(Default)]
+struct Sent {
+    n: std::sync::Mutex<u64>,
+    more: std::sync::Condvar,
+}
+
+impl Sent {
+    fn add(&self) {
+        *self.n.lock().unwrap() += 1;
+        self.more.notify_all();
+    }
+
+    fn get(&self) -> u64 {
+        *self.n.lock().unwrap()
+    }
+
+    /// Block this thread until `n` are sent (at most 10 s).
+    fn wait_for(&self, n: u64) {
+        let sent = self.n.lock().unwrap();
+        let _ = self
+            .more
+            .wait_timeout_while(sent, Duration::from_secs(10), |s| *s < n);
+    }
+}
+
 /// One streamed request, a token every `PACE` at least (the pause is
 /// taken after each write, so a late server is never faster).
-fn paced_server(sent: Arc<AtomicU64>) -> u16 {
+fn paced_server(sent: Arc<Sent>) -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -38,7 +64,7 @@ fn paced_server(sent: Arc<AtomicU64>) -> u16 {
         for _ in 0..TOKENS {
             std::thread::sleep(PACE);
             chunk(&mut s, r#"{"choices":[{"text":" t"}]}"#);
-            sent.fetch_add(1, Ordering::SeqCst);
+            sent.add();
         }
         chunk(
             &mut s,
@@ -51,6 +77,26 @@ fn paced_server(sent: Arc<AtomicU64>) -> u16 {
         let _ = s.read(&mut buf);
     });
     port
+}
+
+/// The one streamed request to the paced server on `port`.
+async fn request(port: u16) -> RequestRecord {
+    let t = Target {
+        cache_prompt: None,
+        base: format!("http://127.0.0.1:{port}"),
+        api: Api::Completions,
+        model: "m".into(),
+    };
+    let pool = Arc::new(Pool::new(&t.base).unwrap());
+    send(
+        &pool,
+        &t,
+        "x",
+        TOKENS as u32,
+        Duration::from_secs(30),
+        &Arc::new(Progress::new()),
+    )
+    .await
 }
 
 /// The figures of one request, its chunks timed on `times`.
@@ -73,38 +119,17 @@ fn itls(rec: &RequestRecord, times: Vec<u64>) -> (f64, f64) {
 /// read's tokens the time since the read before).
 #[tokio::test(flavor = "current_thread")]
 async fn a_blocked_client_keeps_the_servers_pace_on_the_wire_clock() {
-    let sent = Arc::new(AtomicU64::new(0));
+    let sent = Arc::new(Sent::default());
     let port = paced_server(sent.clone());
-    let t = Target {
-        cache_prompt: None,
-        base: format!("http://127.0.0.1:{port}"),
-        api: Api::Completions,
-        model: "m".into(),
-    };
-    let pool = Arc::new(Pool::new(&t.base).unwrap());
-    let progress = Arc::new(Progress::new());
     let hog = tokio::spawn(async move {
-        while sent.load(Ordering::SeqCst) < 3 {
+        while sent.get() < 3 {
             tokio::task::yield_now().await;
         }
         // Blocks the runtime thread (nothing is read meanwhile) until all
         // but the last two tokens are sent, however slow the machine.
-        let start = std::time::Instant::now();
-        while sent.load(Ordering::SeqCst) < TOKENS as u64 - 2
-            && start.elapsed() < Duration::from_secs(10)
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        sent.wait_for(TOKENS as u64 - 2);
     });
-    let rec = send(
-        &pool,
-        &t,
-        "x",
-        TOKENS as u32,
-        Duration::from_secs(30),
-        &progress,
-    )
-    .await;
+    let rec = request(port).await;
     hog.await.unwrap();
     assert!(rec.ok(), "{:?}", rec.error);
     assert_eq!(rec.chunks.len(), TOKENS);
@@ -232,26 +257,10 @@ impl<F: std::future::Future + Unpin> std::future::Future for Spy<F> {
 /// same task: never by waking that task from inside its own poll.
 #[tokio::test(flavor = "current_thread")]
 async fn a_streamed_request_is_woken_by_its_socket_not_by_itself() {
-    let sent = Arc::new(AtomicU64::new(0));
-    let port = paced_server(sent);
-    let t = Target {
-        cache_prompt: None,
-        base: format!("http://127.0.0.1:{port}"),
-        api: Api::Completions,
-        model: "m".into(),
-    };
-    let pool = Arc::new(Pool::new(&t.base).unwrap());
-    let progress = Arc::new(Progress::new());
+    let port = paced_server(Arc::default());
     let wakes = Arc::new(Wakes::default());
     let rec = Spy {
-        inner: Box::pin(send(
-            &pool,
-            &t,
-            "x",
-            TOKENS as u32,
-            Duration::from_secs(30),
-            &progress,
-        )),
+        inner: Box::pin(request(port)),
         wakes: wakes.clone(),
     }
     .await;
