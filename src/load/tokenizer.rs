@@ -125,17 +125,16 @@ impl Measure {
                 offset,
                 book,
             } => {
-                let key = book.as_ref().map(|_| TextKey::of(text));
+                let key = TextKey::of(text);
                 let known = book
                     .as_ref()
-                    .zip(key)
-                    .and_then(|(b, k)| lock(b).counts.get(&k).copied());
+                    .and_then(|b| lock(b).counts.get(&key).copied());
                 let n = match known {
                     Some(n) => n,
                     None => {
                         let n = tokenize(client, target, *field, text).await?;
-                        if let Some((b, k)) = book.as_ref().zip(key) {
-                            lock(b).keep(k, text, n);
+                        if let Some(b) = book {
+                            lock(b).keep(key, text, n);
                         }
                         n
                     }
