@@ -130,11 +130,19 @@ pub fn collapsed(tokens: u64, span_ns: u64) -> bool {
 
 /// One metric's distribution: an HDR histogram of values scaled to integers,
 /// with an exact sum for the mean.
+///
+/// The histogram starts with one bucket and grows to the largest value
+/// recorded (up to `max`): a cell's ITLs of a few milliseconds take a few
+/// KB, where a histogram sized for a day up front takes ~200 KB per metric,
+/// zeroed page by page for every cell. Buckets depend only on the lowest
+/// value and the digits, so the percentiles are the same either way.
 #[derive(Debug, Clone)]
 pub struct Hist {
     h: Histogram<u64>,
     /// Integer units per reported unit (1000: ms recorded in µs).
     scale: f64,
+    /// The largest integer value kept; larger ones count as it.
+    high: u64,
     sum: f64,
 }
 
@@ -142,10 +150,16 @@ impl Hist {
     /// Values from 0 to `max` reported units, 3 significant digits.
     pub fn new(scale: f64, max: f64) -> Self {
         let high = ((max * scale) as u64).max(2048);
-        let h = Histogram::new_with_bounds(1, high, 3)
+        let mut h = Histogram::new_with_bounds(1, 2048, 3)
             .or_else(|_| Histogram::new(3))
             .unwrap_or_else(|_| unreachable!("3 significant digits is always valid"));
-        Hist { h, scale, sum: 0.0 }
+        h.auto(true);
+        Hist {
+            h,
+            scale,
+            high,
+            sum: 0.0,
+        }
     }
 
     /// Milliseconds, recorded in µs, up to one day.
@@ -160,8 +174,12 @@ impl Hist {
             return;
         }
         let v = if v.is_finite() { v.max(0.0) } else { 0.0 };
-        self.h
-            .saturating_record_n((v * self.scale).round() as u64, n);
+        let raw = ((v * self.scale).round() as u64).min(self.high);
+        if self.h.record_n(raw, n).is_err() {
+            // Growing failed (it cannot below `high`): keep the count at
+            // the top of what the histogram holds.
+            self.h.saturating_record_n(raw, n);
+        }
         self.sum += v * n as f64;
     }
 
@@ -743,6 +761,36 @@ mod tests {
         h.record(-3.0);
         h.record(1e30);
         assert_eq!(h.count(), 1003);
+    }
+
+    #[test]
+    fn a_histogram_grows_to_what_it_holds_and_reads_as_one_sized_for_a_day() {
+        // Sized up front for a day, as the growing one is bounded.
+        let mut fixed = Histogram::<u64>::new_with_bounds(1, 86_400_000_000, 3).unwrap();
+        let mut h = Hist::ms();
+        let values = [0.004, 0.5, 7.9, 8.0, 8.013, 12.7, 395.4, 61_000.0, 3.6e6];
+        for v in values {
+            h.record(v);
+            fixed.saturating_record((v * 1000.0).round() as u64);
+        }
+        for p in [0.0, 10.0, 50.0, 90.0, 99.0, 100.0] {
+            let raw = fixed.value_at_quantile(p / 100.0);
+            assert_eq!(
+                h.percentile(p),
+                Some(fixed.median_equivalent(raw) as f64 / 1000.0),
+                "p{p}"
+            );
+        }
+        // ITLs of milliseconds keep a few buckets, not a day's worth.
+        let mut itl = Hist::ms();
+        for v in values.iter().take(6) {
+            itl.record(*v);
+        }
+        let (grown, day) = (itl.h.distinct_values(), fixed.distinct_values());
+        assert!(grown * 4 < day, "{grown} counters against {day}");
+        // Past a day is a day, as before.
+        h.record(1e12);
+        assert!((h.percentile(100.0).unwrap() - 86_400_000.0).abs() < 86_400.0);
     }
 
     #[test]
