@@ -105,8 +105,8 @@ async fn drive(
             let (max_tokens, timeout) = (load.max_tokens, load.request_timeout);
             set.spawn(async move {
                 let body = &prompts[(i as usize) % prompts.len().max(1)];
-                let text = tags.apply(first_seq + i, body);
-                client::send(&pool, &target, &text, max_tokens, timeout, &progress).await
+                let prompt = tags.apply_json(first_seq + i, body);
+                client::send(&pool, &target, &prompt, max_tokens, timeout, &progress).await
             });
             continue;
         }

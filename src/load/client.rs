@@ -95,8 +95,69 @@ impl Default for Progress {
 
 const MAX_ERROR_BODY: usize = 16 << 10;
 
-pub fn request_body(target: &Target, prompt: &str, max_tokens: u32) -> Vec<u8> {
-    serde_json::to_vec(&request_json(target, prompt, max_tokens)).unwrap_or_default()
+/// A prompt as the characters of a JSON string: escaped, without its
+/// quotes. A prompt is encoded once when it is fitted and copied into every
+/// request that sends it: a 32k-token prompt escaped anew for each request
+/// cost more than streaming its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JsonText(String);
+
+impl JsonText {
+    pub fn new(text: &str) -> JsonText {
+        let quoted = serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into());
+        // A JSON string of a `str` always starts and ends with its quotes.
+        JsonText(quoted[1..quoted.len() - 1].to_string())
+    }
+
+    /// `parts` one after the other: escaping is character by character, so
+    /// this is the encoding of the texts joined.
+    pub fn join(parts: &[&JsonText]) -> JsonText {
+        JsonText(parts.iter().map(|p| p.0.as_str()).collect())
+    }
+
+    /// The encoded length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The text it encodes.
+    pub fn text(&self) -> String {
+        serde_json::from_str(&format!("\"{}\"", self.0)).unwrap_or_default()
+    }
+}
+
+/// The streaming request for `prompt`, as [`request_json`] has it, written
+/// out directly around the already encoded prompt.
+pub fn request_body(target: &Target, prompt: &JsonText, max_tokens: u32) -> Vec<u8> {
+    let model = serde_json::to_string(&target.model).unwrap_or_else(|_| "\"\"".into());
+    let mut out = Vec::with_capacity(prompt.len() + model.len() + 256);
+    out.extend_from_slice(b"{\"model\":");
+    out.extend_from_slice(model.as_bytes());
+    out.extend_from_slice(
+        format!(
+            ",\"max_tokens\":{max_tokens},\"temperature\":0.0,\"stream\":true,\
+             \"stream_options\":{{\"include_usage\":true}},\"ignore_eos\":true"
+        )
+        .as_bytes(),
+    );
+    if let Some(on) = target.cache_prompt {
+        out.extend_from_slice(format!(",\"cache_prompt\":{on}").as_bytes());
+    }
+    let (open, close): (&[u8], &[u8]) = match target.api {
+        Api::Completions => (b",\"prompt\":\"", b"\"}"),
+        Api::Chat => (
+            b",\"messages\":[{\"role\":\"user\",\"content\":\"",
+            b"\"}]}",
+        ),
+    };
+    out.extend_from_slice(open);
+    out.extend_from_slice(prompt.0.as_bytes());
+    out.extend_from_slice(close);
+    out
 }
 
 /// The streaming request [`request_body`] encodes.
@@ -128,7 +189,7 @@ pub fn request_json(target: &Target, prompt: &str, max_tokens: u32) -> serde_jso
 pub async fn send(
     pool: &Arc<Pool>,
     target: &Target,
-    prompt: &str,
+    prompt: &JsonText,
     max_tokens: u32,
     timeout: Duration,
     progress: &Progress,
@@ -510,6 +571,29 @@ mod tests {
     use super::*;
     use crate::model::ServerTiming;
 
+    #[test]
+    fn a_request_is_written_around_its_encoded_prompt_as_the_json_it_stands_for() {
+        let odd = "say \"hi\"\\ \n\t\u{7}\u{1f} é 漢字 🙂 </script>";
+        for api in [Api::Completions, Api::Chat] {
+            for cache_prompt in [None, Some(false), Some(true)] {
+                let t = Target {
+                    base: "http://x".into(),
+                    api,
+                    model: "m \"q\"".into(),
+                    cache_prompt,
+                };
+                let body = request_body(&t, &JsonText::new(odd), 48);
+                let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(got, request_json(&t, odd, 48), "{api:?} {cache_prompt:?}");
+            }
+        }
+        let parts = ["Ref 1. ", odd, "\n\nend"].map(JsonText::new);
+        assert_eq!(
+            JsonText::join(&[&parts[0], &parts[1], &parts[2]]).text(),
+            format!("Ref 1. {odd}\n\nend")
+        );
+    }
+
     fn feed(events: &[&str]) -> (RequestRecord, bool, Option<RequestError>) {
         let mut rec = RequestRecord::default();
         let mut done = false;
@@ -662,7 +746,15 @@ mod pool_tests {
     }
 
     async fn request_ok(pool: &Arc<Pool>, t: &Target, progress: &Progress) -> RequestRecord {
-        let r = send(pool, t, "x", 1, Duration::from_secs(10), progress).await;
+        let r = send(
+            pool,
+            t,
+            &JsonText::new("x"),
+            1,
+            Duration::from_secs(10),
+            progress,
+        )
+        .await;
         assert!(r.ok(), "{:?}", r.error);
         r
     }

@@ -54,7 +54,7 @@ pub struct CellLoad {
     pub warmup: u32,
     pub max_tokens: u32,
     /// The prompt bodies (cycled); each request gets its own tag.
-    pub prompts: Arc<Vec<String>>,
+    pub prompts: Arc<Vec<client::JsonText>>,
     pub tags: tags::Tags,
     pub request_timeout: Duration,
     pub stall_timeout: Duration,

@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use super::client::JsonText;
 use super::LoadError;
 
 /// Symbols in a tag.
@@ -100,9 +101,21 @@ impl Tags {
 
     /// The `i`-th request's prompt: `body` with its tag in place.
     pub fn apply(&self, i: u64, body: &str) -> String {
+        let (before, after) = self.around(i);
+        format!("{before}{body}{after}")
+    }
+
+    /// [`Tags::apply`] on a prompt already encoded for a request.
+    pub fn apply_json(&self, i: u64, body: &JsonText) -> JsonText {
+        let (before, after) = self.around(i);
+        JsonText::join(&[&JsonText::new(&before), body, &JsonText::new(&after)])
+    }
+
+    /// What goes before and after the `i`-th request's prompt.
+    fn around(&self, i: u64) -> (String, String) {
         match self.place {
-            Place::Start => format!("{} {body}", self.tag(i)),
-            Place::End => format!("{body}\n\n{}", self.tag(i)),
+            Place::Start => (format!("{} ", self.tag(i)), String::new()),
+            Place::End => (String::new(), format!("\n\n{}", self.tag(i))),
         }
     }
 
@@ -184,6 +197,11 @@ mod tests {
             t.at(Place::End).apply(17, "body"),
             "body\n\nRef 0 0 0 0 1 7."
         );
+        // Encoded for a request, the same text.
+        let body = JsonText::new("a \"quoted\"\nbody\u{1}é");
+        for t in [t.clone(), t.at(Place::End)] {
+            assert_eq!(t.apply_json(5, &body).text(), t.apply(5, &body.text()));
+        }
         // Numbering wraps within the space, never panics.
         let wrapped = Tags::new(vec!['a', 'b'], u64::MAX);
         assert_eq!(wrapped.tag(1).len(), t.tag(1).len());

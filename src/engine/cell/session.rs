@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::host::{About, Host};
 use super::spec::CellSpec;
+use crate::load::client::JsonText;
 use crate::load::prom::ServerFigures;
 use crate::load::tags::{Place, Tags};
 use crate::load::tokenizer::{CountBooks, Measure};
@@ -19,7 +20,7 @@ use crate::model::{ContextNumbers, Failure, FailureKind, FailureSource, Level};
 use crate::plan::{Cache, Overflow};
 
 /// A cell's prompt bodies and their measured token count.
-pub(crate) type Prompts = (Arc<Vec<String>>, u64);
+pub(crate) type Prompts = (Arc<Vec<JsonText>>, u64);
 
 /// The most prompt bodies of a source a cell cycles through.
 const MAX_BODIES: usize = 64;
@@ -175,7 +176,7 @@ impl Session {
                 self.measure = Some(Measure::Estimate);
             }
             measured = measured.max(n);
-            bodies.push(text);
+            bodies.push(JsonText::new(&text));
         }
         let v = (Arc::new(bodies), measured);
         self.prompts.insert(key, v.clone());

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::detect;
+use crate::load::client::JsonText;
 use crate::load::tags::Tags;
 use crate::load::{Arrival, CellLoad};
 use crate::model::{Failure, FailureKind, FailureSource};
@@ -42,7 +43,7 @@ impl<'a> CellSpec<'a> {
     }
 
     /// What the cell sends: `prompts` with `tags` (placed for its cache).
-    pub(super) fn load(&self, prompts: Arc<Vec<String>>, tags: Tags) -> CellLoad {
+    pub(super) fn load(&self, prompts: Arc<Vec<JsonText>>, tags: Tags) -> CellLoad {
         let (w, limits) = (self.workload, self.limits);
         CellLoad {
             arrival: match w.rate {
