@@ -123,6 +123,20 @@ fn plausible(words: usize, bytes: usize, tokens: u64) -> bool {
     tokens > 0 && tokens.saturating_mul(4) >= words && tokens <= bytes + 512
 }
 
+/// How a fitted prompt is made from its instruction: `words` filler words,
+/// then `pad` marks. Kept instead of the text where a fit is remembered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Recipe {
+    pub words: usize,
+    pub pad: usize,
+}
+
+impl Recipe {
+    pub fn text(&self, instruction: &str) -> String {
+        compose_padded(instruction, self.words, self.pad)
+    }
+}
+
 /// Find the filler length whose token count, with a request's tag in place,
 /// is the largest not above `target`, using `measure` (the server's
 /// tokenizer). Returns the body (without the tag) and its count.
@@ -130,8 +144,23 @@ pub async fn fit<F, Fut>(
     instruction: &str,
     target: u64,
     tags: &Tags,
-    mut measure: F,
+    measure: F,
 ) -> Result<(String, u64), LoadError>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<u64, LoadError>>,
+{
+    let (recipe, n) = fit_recipe(instruction, target, tags, measure).await?;
+    Ok((recipe.text(instruction), n))
+}
+
+/// [`fit`], returning how the body is made instead of the body.
+pub async fn fit_recipe<F, Fut>(
+    instruction: &str,
+    target: u64,
+    tags: &Tags,
+    mut measure: F,
+) -> Result<(Recipe, u64), LoadError>
 where
     F: FnMut(String) -> Fut,
     Fut: std::future::Future<Output = Result<u64, LoadError>>,
@@ -156,7 +185,7 @@ where
     let with_nonce = |n: usize| tags.apply(0, &compose(instruction, n));
     let base = measure(with_nonce(0)).await?;
     if base >= target {
-        return Ok((compose(instruction, 0), base));
+        return Ok((Recipe::default(), base));
     }
     // Secant steps on tokens(n), then a walk of single words to land exactly.
     let (mut lo_n, mut lo_t) = (0usize, base);
@@ -193,17 +222,21 @@ where
     // A word too many or too few: close the gap with marks.
     if best.1 < target && best.0 > 0 {
         for pad in 1..=(target - best.1).min(MAX_PAD) as usize {
-            let text = compose_padded(instruction, best.0, pad);
-            let t = measure(tags.apply(0, &text)).await?;
+            let recipe = Recipe { words: best.0, pad };
+            let t = measure(tags.apply(0, &recipe.text(instruction))).await?;
             if t == target {
-                return Ok((text, t));
+                return Ok((recipe, t));
             }
             if t > target {
                 break;
             }
         }
     }
-    Ok((compose(instruction, best.0), best.1))
+    let recipe = Recipe {
+        words: best.0,
+        pad: 0,
+    };
+    Ok((recipe, best.1))
 }
 
 #[cfg(test)]

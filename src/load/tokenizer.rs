@@ -167,13 +167,37 @@ impl Measure {
         target: u64,
         tags: &Tags,
     ) -> (String, u64, Option<LoadError>) {
-        let fitted = super::prompt::fit(instruction, target, tags, |text| {
+        // A fit is made of counts alone: where the book holds it, the counts
+        // it was made of were this server's too (the book was checked
+        // against it), and it is made again without measuring anything.
+        let remembered = match self {
+            Measure::Server {
+                offset,
+                book: Some(book),
+                ..
+            } => Some((FitKey::of(instruction, target, tags, *offset), book)),
+            _ => None,
+        };
+        if let Some((key, book)) = &remembered {
+            if let Some(&(recipe, n)) = lock(book).fits.get(key) {
+                return (recipe.text(instruction), n, None);
+            }
+        }
+        let fitted = super::prompt::fit_recipe(instruction, target, tags, |text| {
             let m = self.clone();
             async move { m.count(&text).await }
         })
         .await;
         match fitted {
-            Ok((text, n)) => (text, n, None),
+            Ok((recipe, n)) => {
+                if let Some((key, book)) = remembered {
+                    let mut book = lock(book);
+                    if book.fits.len() < BOOK_MAX {
+                        book.fits.insert(key, (recipe, n));
+                    }
+                }
+                (recipe.text(instruction), n, None)
+            }
             Err(e) => {
                 let estimate = |text: String| async move { Ok((text.len() / 4) as u64) };
                 let (text, n) = super::prompt::fit(instruction, target, tags, estimate)
@@ -216,11 +240,33 @@ impl TextKey {
     }
 }
 
+/// A fit as a book knows it: the instruction, the target, the tag prompts
+/// are measured with, and the server's offset (fits count with it).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct FitKey {
+    instruction: TextKey,
+    target: u64,
+    tag: TextKey,
+    offset: i64,
+}
+
+impl FitKey {
+    fn of(instruction: &str, target: u64, tags: &Tags, offset: i64) -> FitKey {
+        FitKey {
+            instruction: TextKey::of(instruction),
+            target,
+            tag: TextKey::of(&tags.measuring().apply(0, "")),
+            offset,
+        }
+    }
+}
+
 /// The `/tokenize` counts (without the server's offset) of one model's
-/// servers.
+/// servers, and the prompt fits made of them.
 #[derive(Default)]
 pub struct Book {
     counts: HashMap<TextKey, u64>,
+    fits: HashMap<FitKey, (super::prompt::Recipe, u64)>,
     /// The longest text counted, and its count: what a new server is
     /// checked with.
     longest: Option<(String, u64)>,
@@ -413,5 +459,49 @@ mod books {
         assert!(notice.contains("16") && notice.contains('8'), "{notice}");
         assert_eq!(third.count("a b c").await.unwrap(), 6);
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_fit_is_made_again_from_the_book_without_a_count() {
+        let books = CountBooks::default();
+        let tags = Tags::default();
+        let (first, _, calls) = measure(&books, 1).await;
+        let fitted = first.fit("Summarise the text.", 500, &tags).await;
+        assert_eq!((fitted.1, fitted.2.is_none()), (500, true));
+        assert!(calls.load(Ordering::SeqCst) > 2, "measured by the server");
+
+        // The next server of the tokenizer: only the book's check is asked.
+        let (second, _, calls) = measure(&books, 1).await;
+        let again = second.fit("Summarise the text.", 500, &tags).await;
+        assert_eq!((again.0 == fitted.0, again.1), (true, 500));
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "the check alone");
+        // Another target, or the same with another offset, is measured.
+        let other = second.fit("Summarise the text.", 300, &tags).await;
+        assert_eq!(other.1, 300);
+        let asked = calls.load(Ordering::SeqCst);
+        assert!(asked > 1);
+        let Measure::Server {
+            client,
+            target,
+            field,
+            book,
+            ..
+        } = second
+        else {
+            unreachable!()
+        };
+        let offset = Measure::Server {
+            client,
+            target,
+            field,
+            offset: 1,
+            book,
+        };
+        let shifted = offset.fit("Summarise the text.", 500, &tags).await;
+        assert_eq!(shifted.1, 500);
+        assert_ne!(
+            shifted.0, fitted.0,
+            "a word less for the token the server adds"
+        );
     }
 }
