@@ -82,12 +82,27 @@ fn poll_read_stamped(
     }
     loop {
         std::task::ready!(inner.poll_read_ready(cx))?;
+        let mut short = None;
         let got = SCRATCH.with(|s| {
             let Scratch { data, cmsg } = &mut *s.borrow_mut();
             let want = buf.remaining().min(data.len());
             let read = inner.try_io(tokio::io::Interest::READABLE, || {
-                recv(inner.as_raw_fd(), &mut data[..want], cmsg)
+                let (n, at) = recv(inner.as_raw_fd(), &mut data[..want], cmsg)?;
+                if n > 0 && n < want {
+                    // A short read emptied the socket: said as "would
+                    // block", so the readiness is cleared and the next read
+                    // waits for new bytes instead of asking to be told there
+                    // are none, as tokio's own reads do. Bytes that arrived
+                    // since raised a newer readiness, which stays.
+                    short = Some((n, at));
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok((n, at))
             });
+            let read = match (read, short) {
+                (Err(_), Some(got)) => Ok(got),
+                (read, _) => read,
+            };
             if let Ok((n, _)) = &read {
                 buf.put_slice(&data[..*n]);
             }
@@ -164,6 +179,56 @@ pub fn arrival(sec: i64, nsec: i64) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One stamped read of `s`, as the client makes it.
+    async fn read(s: &mut TcpStream, room: usize) -> Vec<u8> {
+        let mut store = vec![0u8; room];
+        let n = std::future::poll_fn(|cx| {
+            let mut buf = ReadBuf::new(&mut store);
+            let r = poll_read(s, true, cx, &mut buf, |_| {});
+            r.map_ok(|()| buf.filled().len())
+        })
+        .await
+        .unwrap();
+        store.truncate(n);
+        store
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_read_that_empties_the_socket_waits_for_new_bytes_and_wakes_on_them() {
+        use std::io::Write;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let mut peer = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (mut s, _) = l.accept().await.unwrap();
+            assert!(enable(&s));
+            peer.write_all(b"hello").unwrap();
+            assert_eq!(read(&mut s, 64).await, b"hello");
+            // Emptied: not readable until more comes (no read to find that out).
+            let waker = std::task::Waker::noop();
+            let mut cx = Context::from_waker(waker);
+            assert!(s.poll_read_ready(&mut cx).is_pending());
+            // What comes next wakes the read.
+            peer.write_all(b"world").unwrap();
+            let next = tokio::time::timeout(Duration::from_secs(10), read(&mut s, 64)).await;
+            assert_eq!(next.unwrap(), b"world");
+            // A read that fills its buffer leaves the rest to read at once.
+            peer.write_all(b"0123456789").unwrap();
+            let first = tokio::time::timeout(Duration::from_secs(10), read(&mut s, 4)).await;
+            assert_eq!(first.unwrap(), b"0123");
+            assert!(s.poll_read_ready(&mut cx).is_ready());
+            assert_eq!(read(&mut s, 64).await, b"456789");
+            // The end of the stream is a read of nothing.
+            drop(peer);
+            let end = tokio::time::timeout(Duration::from_secs(10), read(&mut s, 64)).await;
+            assert_eq!(end.unwrap(), b"");
+        });
+    }
 
     #[test]
     fn a_wall_clock_stamp_becomes_the_instant_it_stands_for() {
