@@ -115,48 +115,36 @@ impl JsonText {
         JsonText(parts.iter().map(|p| p.0.as_str()).collect())
     }
 
-    /// The encoded length in bytes.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// The text it encodes.
+    #[cfg(test)]
     pub fn text(&self) -> String {
         serde_json::from_str(&format!("\"{}\"", self.0)).unwrap_or_default()
     }
 }
 
-/// The streaming request for `prompt`, as [`request_json`] has it, written
-/// out directly around the already encoded prompt.
+/// The streaming request for `prompt`: [`request_json`] with an empty
+/// prompt, the encoded prompt then put between that prompt's quotes, so
+/// the request's fields are written in one place.
 pub fn request_body(target: &Target, prompt: &JsonText, max_tokens: u32) -> Vec<u8> {
-    let model = serde_json::to_string(&target.model).unwrap_or_else(|_| "\"\"".into());
-    let mut out = Vec::with_capacity(prompt.len() + model.len() + 256);
-    out.extend_from_slice(b"{\"model\":");
-    out.extend_from_slice(model.as_bytes());
-    out.extend_from_slice(
-        format!(
-            ",\"max_tokens\":{max_tokens},\"temperature\":0.0,\"stream\":true,\
-             \"stream_options\":{{\"include_usage\":true}},\"ignore_eos\":true"
-        )
-        .as_bytes(),
-    );
-    if let Some(on) = target.cache_prompt {
-        out.extend_from_slice(format!(",\"cache_prompt\":{on}").as_bytes());
-    }
-    let (open, close): (&[u8], &[u8]) = match target.api {
-        Api::Completions => (b",\"prompt\":\"", b"\"}"),
-        Api::Chat => (
-            b",\"messages\":[{\"role\":\"user\",\"content\":\"",
-            b"\"}]}",
-        ),
+    let empty = serde_json::to_vec(&request_json(target, "", max_tokens)).unwrap_or_default();
+    let field: &[u8] = match target.api {
+        Api::Completions => b"\"prompt\":\"\"",
+        Api::Chat => b"\"content\":\"\"",
     };
-    out.extend_from_slice(open);
+    // Inside an encoded string every quote follows a backslash, so the
+    // field's name followed by its quotes is found only where it is the
+    // field itself.
+    let Some(at) = empty
+        .windows(field.len())
+        .position(|w| w == field)
+        .map(|i| i + field.len() - 1)
+    else {
+        return empty;
+    };
+    let mut out = Vec::with_capacity(empty.len() + prompt.0.len());
+    out.extend_from_slice(&empty[..at]);
     out.extend_from_slice(prompt.0.as_bytes());
-    out.extend_from_slice(close);
+    out.extend_from_slice(&empty[at..]);
     out
 }
 
