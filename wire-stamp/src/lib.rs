@@ -99,10 +99,8 @@ fn poll_read_stamped(
                 }
                 Ok((n, at))
             });
-            let read = match (read, short) {
-                (Err(_), Some(got)) => Ok(got),
-                (read, _) => read,
-            };
+            // A short read was told to tokio as "would block"; it read.
+            let read = short.map_or(read, Ok);
             if let Ok((n, _)) = &read {
                 buf.put_slice(&data[..*n]);
             }
