@@ -1,7 +1,7 @@
 //! Surviving SSH: a detached sweep is listed, steered and stopped from other
 //! terminals through its control socket.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

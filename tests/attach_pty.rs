@@ -2,8 +2,8 @@
 //! pseudo-terminal, paused, left with `d`, attached again, resumed, and stopped
 //! from the quit question; the sweep ends cleanly and no server remains.
 
-mod common;
-mod pty;
+use crate::common;
+use crate::pty;
 
 use std::process::Command;
 use std::time::Duration;

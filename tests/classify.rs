@@ -1,6 +1,6 @@
 //! `sweeptop classify` on log excerpts and HTTP error bodies, through the binary.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -2,8 +2,8 @@
 //! plain line and exit 2, an internal error names its causes without a
 //! backtrace or colour codes, and output cut short by a closed pipe ends quietly.
 
-mod common;
-mod pty;
+use crate::common;
+use crate::pty;
 
 use std::io::Read;
 use std::process::Stdio;

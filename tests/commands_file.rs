@@ -2,7 +2,7 @@
 //! reached (as from another machine) is paused and stopped through its
 //! `commands.jsonl`, and a resumed sweep does not replay old commands.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -10,7 +10,7 @@
 //! they are found, not tuned on): their accuracy, per family, is the figure
 //! that says how detection generalizes.
 //!
-//!   cargo test --test corpus -- --nocapture
+//!   cargo test --test e2e corpus:: -- --nocapture
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! binary kills itself the N-th time it gets there); the random ones are a
 //! plain `kill -9` after a delay drawn from a fixed seed.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -1,6 +1,6 @@
 //! The demo sweep end to end, through the real binary and the simulated server.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! recorded with the right kind and evidence, and the next config runs on a
 //! fresh server; hangs are caught by the stall timeout and the group is gone.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! A server flooding its stderr must keep its token pacing while sweeptop reads,
 //! logs and classifies every line: the reader never makes the server wait.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

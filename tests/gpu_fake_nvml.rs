@@ -81,8 +81,11 @@ fn run_child(mode: &str, ours: &[u32], env: &[(&str, &str)]) -> Vec<GpuSnapshot>
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(",");
+    // The probe's name in this test binary: its module path without the crate.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let probe = format!("{module}::child_probe");
     let mut cmd = Command::new(exe);
-    cmd.args(["child_probe", "--exact", "--nocapture", "--test-threads=1"])
+    cmd.args([probe.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_MODE, mode)
         .env(CHILD_LIB, fake_lib())
         .env(CHILD_OURS, ours);

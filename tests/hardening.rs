@@ -4,7 +4,7 @@
 //! used to kill sweeptop and leave its server running, numbers out of range,
 //! and `--send` targets the plan does not have.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -10,7 +10,7 @@
 //! `src/lib.rs`'s Layout table is held to `LAYERS` and `SAME_LAYER`, and
 //! only `cli` may name the simulated server's crate.
 //!
-//! `cargo test --test layers -- --nocapture` also prints the graph and the
+//! `cargo test --test e2e layers:: -- --nocapture` also prints the graph and the
 //! lines of code per module.
 
 use std::collections::{BTreeMap, BTreeSet};

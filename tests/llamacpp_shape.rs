@@ -8,7 +8,7 @@
 //! request of a cold cell, and the 400 with its numbers. A words-as-tokens
 //! tokenizer keeps the arithmetic visible.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};

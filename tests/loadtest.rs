@@ -1,6 +1,6 @@
 //! `sweeptop loadtest` against a running simulated server with exact pacing.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

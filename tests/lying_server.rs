@@ -4,7 +4,7 @@
 //! is measured from the client's own clock, each impossible figure is left
 //! out (null, unknown) and said in a warning, never recorded or obeyed.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};

@@ -2,7 +2,7 @@
 //! eight simulated GPUs runs them all at once, each on a GPU of its own, and
 //! one config's crash leaves the others running.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;

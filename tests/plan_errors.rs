@@ -1,6 +1,6 @@
 //! Bad plans and failed preflights give clear, located errors and recorded results.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `check` (exit 2) at the key it is about, nothing is read without bound, and
 //! a big plan expands in time linear in its size.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! the right to write are checked before a step runs, a flooding step's log
 //! stays capped, and bad steps are located plan errors.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

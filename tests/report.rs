@@ -4,7 +4,7 @@
 //! installs it and sets SWEEPTOP_REQUIRE_BROWSER=1), loaded in a headless
 //! browser: the DOM has the charts, no console error, a screenshot is taken.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

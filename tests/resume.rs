@@ -1,7 +1,7 @@
 //! Durability: a sweep killed with SIGKILL resumes where it stopped, every cell
 //! recorded exactly once, and no server left behind.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

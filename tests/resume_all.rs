@@ -3,7 +3,7 @@
 //! prepare step run again, and finished in the background with every cell
 //! recorded exactly once and no process left.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

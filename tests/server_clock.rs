@@ -5,7 +5,7 @@
 //! cell was meant to measure: a front end that adds time the server does
 //! not see (`clock_gap`), cold prompts that hit the cache (`cache_hit`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

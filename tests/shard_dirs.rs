@@ -3,7 +3,7 @@
 //! never read, resumed into or counted); and shards run by hand into one
 //! folder read as one sweep.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

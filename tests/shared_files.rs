@@ -3,7 +3,7 @@
 //! records every cell, exits when it is done, exits on SIGTERM, and a
 //! resume of it is not held up either.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -4,7 +4,7 @@
 //! context as the reason, in the record, the progress line and every export;
 //! `short_requests = "fail"` fails it and `"ignore"` is the explicit opt-out.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Process-ending faults, through the sweeptop sim-server as a child process.
 
-mod simclient;
+use crate::simclient;
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The simulated server's HTTP API, through a raw HTTP/1.1 client.
 
-mod simclient;
+use crate::simclient;
 
 use serde_json::{json, Value};
 use simclient::{completion_body, request, start, EventStream};

@@ -1,8 +1,8 @@
 //! Fixed pacing: TTFT and inter-token gaps as asked, with many concurrent streams.
 //! Bounds are loose (shared CI machines); the measured offsets are printed
-//! (`cargo test --test sim_pacing -- --nocapture`).
+//! (`cargo test --test e2e sim_pacing:: -- --nocapture`).
 
-mod simclient;
+use crate::simclient;
 
 use std::time::{Duration, Instant};
 

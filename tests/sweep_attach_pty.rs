@@ -3,8 +3,8 @@
 //! grid through their files, paused and stopped from the keys, which reach
 //! each shard through its `commands.jsonl`.
 
-mod common;
-mod pty;
+use crate::common;
+use crate::pty;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

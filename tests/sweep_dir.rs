@@ -4,7 +4,7 @@
 //! and the sweep directory read back as one grid (`ls`, `export`, `open`).
 //! `tests/slurm.rs` does the same on a real Slurm.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

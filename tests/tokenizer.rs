@@ -1,7 +1,7 @@
 //! A server without `/tokenize`: prompts are measured with the plan's local
 //! tokenizer.json (exact), or estimated with a notice when there is none.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,8 +2,8 @@
 //! the test reads the screen like a person, presses keys, and checks the run
 //! directory and the processes afterwards.
 
-mod common;
-mod pty;
+use crate::common;
+use crate::pty;
 
 use std::collections::HashMap;
 use std::process::Command;
