@@ -194,7 +194,7 @@ fn one_sweep_per_directory_and_the_loser_writes_nothing() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// Whether the directory's lock is let go of within a second: another
+/// Whether the directory's lock is let go of within two seconds: another
 /// test's child, forked while the lock was held and not yet at its exec,
 /// holds a copy of the descriptor for that moment (as `lock` allows for).
 fn released(dir: &Path) -> bool {
