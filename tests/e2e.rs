@@ -1,12 +1,14 @@
 //! The end-to-end tests, one binary: each module is one file of `tests/`, run
-//! through the real binary against the simulated server (a pseudo-terminal,
-//! headless, or a real one-node Slurm cluster). One binary is linked once and
-//! its tests share the test threads, so a long test (a crash-consistency run,
-//! the demo) overlaps the short ones instead of waiting in line. One file's
-//! tests: `cargo test --test e2e FILE::`.
+//! through the real binary against the simulated server (in a pseudo-terminal
+//! or headless). One binary is linked once and its tests share the test
+//! threads, so a long test (a crash-consistency run, the demo) overlaps the
+//! short ones instead of waiting in line. One file's tests:
+//! `cargo test --test e2e FILE::`.
 //!
-//! Against the real servers, opt-in and heavy, their own binaries:
-//! `cargo test --test real_vllm`, `cargo test --test real_llamacpp`.
+//! Their own binaries: the real servers' tests, opt-in and heavy
+//! (`cargo test --test real_vllm`, `cargo test --test real_llamacpp`), and
+//! the Slurm test (`cargo test --test slurm`), whose cluster of three shards
+//! runs alone rather than beside three other tests.
 //! A new file of `tests/` is declared here (or as a `[[test]]` of
 //! `Cargo.toml`): `every_test_file_is_compiled` below fails until it is.
 
@@ -45,7 +47,6 @@ mod short_outputs;
 mod sim_faults;
 mod sim_http;
 mod sim_pacing;
-mod slurm;
 mod sweep_attach_pty;
 mod sweep_dir;
 mod tokenizer;

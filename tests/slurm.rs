@@ -7,9 +7,9 @@
 //!
 //! Without root or the packages it says why and passes, unless
 //! `SWEEPTOP_REQUIRE_SLURM=1` (CI), which makes that a failure. Run it with
-//! `cargo test --test e2e slurm:: -- --nocapture` to see what happened.
+//! `cargo test --test slurm -- --nocapture` to see what happened.
 
-use crate::common;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
