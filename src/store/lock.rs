@@ -38,9 +38,10 @@ pub(super) fn lock(dir: &Path) -> Result<File, StoreError> {
 }
 
 /// How long a held lock is waited for before it is said to be another
-/// sweep's: 20 × 50 ms.
-const RETRIES: u32 = 20;
+/// sweep's: how long a child forked while it was held may keep it.
+pub(super) const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+const RETRIES: u32 = (LINGER.as_millis() / RETRY_EVERY.as_millis()) as u32;
 
 /// Whether a live sweep holds the directory's lock.
 pub fn is_locked(dir: &Path) -> bool {

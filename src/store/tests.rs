@@ -194,11 +194,11 @@ fn one_sweep_per_directory_and_the_loser_writes_nothing() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// Whether the directory's lock is let go of within two seconds: another
-/// test's child, forked while the lock was held and not yet at its exec,
-/// holds a copy of the descriptor for that moment (as `lock` allows for).
+/// Whether the directory's lock is let go of within the time `lock` waits
+/// for it: another test's child, forked while the lock was held and not yet
+/// at its exec, holds a copy of the descriptor for that moment.
 fn released(dir: &Path) -> bool {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let until = std::time::Instant::now() + super::lock::LINGER;
     while is_locked(dir) {
         if std::time::Instant::now() > until {
             return false;
