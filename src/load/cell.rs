@@ -54,6 +54,10 @@ pub async fn run_cell(
     run
 }
 
+/// The shortest wait between two stall checks: a stall timeout below it is
+/// checked this often.
+const STALL_CHECK_MIN: Duration = Duration::from_millis(50);
+
 /// Issue requests per the arrival process and fold their records.
 async fn drive(
     pool: &Arc<Pool>,
@@ -75,8 +79,12 @@ async fn drive(
     // The last request's end (its `[DONE]`, on the wire clock where there
     // is one): where the cell's clock stops.
     let mut last_end = 0u64;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When a stall could first be true: the last activity plus the stall
+    // timeout. Checked then (and again from the newer activity if some came
+    // meanwhile), not on a fixed tick: a cell of a streaming server wakes
+    // for its chunks, not also four times a second for a clock.
+    let stall = load.stall_timeout.max(STALL_CHECK_MIN);
+    let mut check_at = tokio::time::Instant::now() + stall;
     let slots = load.concurrency.max(1) as usize;
     loop {
         let now = tokio::time::Instant::now();
@@ -128,7 +136,7 @@ async fn drive(
             }
             _ = tokio::time::sleep_until(wake), if more && room => {}
             _ = tokio::time::sleep_until(end.unwrap_or(wake)), if more && end.is_some() => {}
-            _ = tick.tick() => {
+            _ = tokio::time::sleep_until(check_at) => {
                 let now = progress.now_ns();
                 let idle = now.saturating_sub(progress.last_ns.load(Ordering::Relaxed));
                 let in_flight = progress.in_flight.load(Ordering::Relaxed);
@@ -136,6 +144,14 @@ async fn drive(
                     set.abort_all();
                     return CellRun { stats, wall_ns: now, started_ms, stalled_for: Some(Duration::from_nanos(idle)), in_flight, server: None };
                 }
+                // Nothing in flight: a request that starts touches the
+                // clock, so a stall is a whole timeout away in any case.
+                let left = if in_flight > 0 {
+                    Duration::from_nanos((stall.as_nanos() as u64).saturating_sub(idle))
+                } else {
+                    stall
+                };
+                check_at = tokio::time::Instant::now() + left.max(STALL_CHECK_MIN);
             }
         }
     }
