@@ -83,8 +83,7 @@ async fn drive(
     // timeout. Checked then (and again from the newer activity if some came
     // meanwhile), not on a fixed tick: a cell of a streaming server wakes
     // for its chunks, not also four times a second for a clock.
-    let stall = load.stall_timeout.max(STALL_CHECK_MIN);
-    let mut check_at = tokio::time::Instant::now() + stall;
+    let mut check_at = tokio::time::Instant::now() + load.stall_timeout.max(STALL_CHECK_MIN);
     let slots = load.concurrency.max(1) as usize;
     loop {
         let now = tokio::time::Instant::now();
@@ -146,11 +145,8 @@ async fn drive(
                 }
                 // Nothing in flight: a request that starts touches the
                 // clock, so a stall is a whole timeout away in any case.
-                let left = if in_flight > 0 {
-                    Duration::from_nanos((stall.as_nanos() as u64).saturating_sub(idle))
-                } else {
-                    stall
-                };
+                let idle = if in_flight > 0 { idle } else { 0 };
+                let left = load.stall_timeout.saturating_sub(Duration::from_nanos(idle));
                 check_at = tokio::time::Instant::now() + left.max(STALL_CHECK_MIN);
             }
         }
