@@ -250,7 +250,11 @@ fn sweep(
         gpu_interval: Duration::from_millis(args.gpu.gpu_interval_ms),
         retry,
     };
-    let rt = super::runtime(2)?;
+    // One worker: a sweep waits on servers far more than it computes, and a
+    // second worker mostly wakes to find the first already has the work (a
+    // fifth of the demo's context switches). Token times come from the
+    // kernel's receive clock, so a chunk read late is still timed right.
+    let rt = super::runtime(1)?;
     let done = rt.block_on(drive(plan, run_dir, setup.map(|s| (s, seed)), opts));
     // Blocking work still running on a file that hangs does not hold the
     // exit up.

@@ -19,6 +19,9 @@ use crate::plan::{Cell, Config};
 /// How long a config may wait for free GPUs with nothing of ours running
 /// (memory another process is still releasing) before it fails.
 const WAIT_FOR_FREE: Duration = Duration::from_secs(20);
+/// How often GPUs that others hold are looked at again while a config waits
+/// for them.
+const RECHECK: Duration = Duration::from_millis(500);
 
 /// A lane's end: its config and how it ended.
 type LaneEnd = (String, Result<Flow, EngineError>);
@@ -103,7 +106,7 @@ async fn wait_for_place(core: &Core, config: &Config) -> Option<Result<Vec<u32>,
         }
         tokio::select! {
             _ = steer.changed() => {}
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = tokio::time::sleep(RECHECK) => {}
         }
     }
 }
@@ -179,8 +182,10 @@ impl<'a> PhaseRun<'a> {
                     }
                 }
                 _ = steer.changed() => {}
-                // GPUs freed by others, or memory released after a stop.
-                _ = tokio::time::sleep(Duration::from_millis(500)), if !self.queue.is_empty() => {}
+                // GPUs freed by others, or memory released after a stop: looked
+                // at again only where a config could start on them. One at a
+                // time, a running lane's end is what lets the next one in.
+                _ = tokio::time::sleep(RECHECK), if !self.queue.is_empty() && (self.pack || self.lanes.is_empty()) => {}
             }
         }
         if self.core.quitting() && matches!(self.outcome, Ok(Flow::Continue)) {
