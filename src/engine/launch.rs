@@ -263,7 +263,7 @@ impl Launcher<'_> {
                     let rec = load::client::send(
                         &pool,
                         &target,
-                        &load::client::JsonText::new("Hello"),
+                        &[&load::client::JsonText::new("Hello")],
                         1,
                         Duration::from_secs(60),
                         &progress,

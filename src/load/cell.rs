@@ -112,7 +112,8 @@ async fn drive(
             let (max_tokens, timeout) = (load.max_tokens, load.request_timeout);
             set.spawn(async move {
                 let body = &prompts[(i as usize) % prompts.len().max(1)];
-                let prompt = tags.apply_json(first_seq + i, body);
+                let [before, after] = tags.around_json(first_seq + i);
+                let prompt = [&before, body, &after];
                 client::send(&pool, &target, &prompt, max_tokens, timeout, &progress).await
             });
             continue;

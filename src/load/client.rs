@@ -122,10 +122,11 @@ impl JsonText {
     }
 }
 
-/// The streaming request for `prompt`: [`request_json`] with an empty
-/// prompt, the encoded prompt then put between that prompt's quotes, so
-/// the request's fields are written in one place.
-pub fn request_body(target: &Target, prompt: &JsonText, max_tokens: u32) -> Vec<u8> {
+/// The streaming request for the prompt made of `parts` in order (a tag, the
+/// body, another tag): [`request_json`] with an empty prompt, the encoded
+/// parts then put between that prompt's quotes, so the request's fields are
+/// written in one place and a long prompt is copied once.
+pub fn request_body(target: &Target, parts: &[&JsonText], max_tokens: u32) -> Vec<u8> {
     let empty = serde_json::to_vec(&request_json(target, "", max_tokens)).unwrap_or_default();
     let field: &[u8] = match target.api {
         Api::Completions => b"\"prompt\":\"\"",
@@ -141,9 +142,12 @@ pub fn request_body(target: &Target, prompt: &JsonText, max_tokens: u32) -> Vec<
     else {
         return empty;
     };
-    let mut out = Vec::with_capacity(empty.len() + prompt.0.len());
+    let len: usize = parts.iter().map(|p| p.0.len()).sum();
+    let mut out = Vec::with_capacity(empty.len() + len);
     out.extend_from_slice(&empty[..at]);
-    out.extend_from_slice(prompt.0.as_bytes());
+    for p in parts {
+        out.extend_from_slice(p.0.as_bytes());
+    }
     out.extend_from_slice(&empty[at..]);
     out
 }
@@ -177,7 +181,7 @@ pub fn request_json(target: &Target, prompt: &str, max_tokens: u32) -> serde_jso
 pub async fn send(
     pool: &Arc<Pool>,
     target: &Target,
-    prompt: &JsonText,
+    prompt: &[&JsonText],
     max_tokens: u32,
     timeout: Duration,
     progress: &Progress,
@@ -570,7 +574,7 @@ mod tests {
                     model: "m \"q\"".into(),
                     cache_prompt,
                 };
-                let body = request_body(&t, &JsonText::new(odd), 48);
+                let body = request_body(&t, &[&JsonText::new(odd)], 48);
                 let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
                 assert_eq!(got, request_json(&t, odd, 48), "{api:?} {cache_prompt:?}");
             }
@@ -580,6 +584,16 @@ mod tests {
             JsonText::join(&[&parts[0], &parts[1], &parts[2]]).text(),
             format!("Ref 1. {odd}\n\nend")
         );
+        // A prompt in parts (its tag, its body) is the prompt they make.
+        let t = Target {
+            base: "http://x".into(),
+            api: Api::Chat,
+            model: "m".into(),
+            cache_prompt: None,
+        };
+        let body = request_body(&t, &[&parts[0], &parts[1], &parts[2]], 48);
+        let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(got, request_json(&t, &format!("Ref 1. {odd}\n\nend"), 48));
     }
 
     fn feed(events: &[&str]) -> (RequestRecord, bool, Option<RequestError>) {
@@ -737,7 +751,7 @@ mod pool_tests {
         let r = send(
             pool,
             t,
-            &JsonText::new("x"),
+            &[&JsonText::new("x")],
             1,
             Duration::from_secs(10),
             progress,

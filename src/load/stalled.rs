@@ -91,7 +91,7 @@ async fn request(port: u16) -> RequestRecord {
     send(
         &pool,
         &t,
-        &super::client::JsonText::new("x"),
+        &[&super::client::JsonText::new("x")],
         TOKENS as u32,
         Duration::from_secs(30),
         &Arc::new(Progress::new()),

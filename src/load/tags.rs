@@ -105,10 +105,12 @@ impl Tags {
         format!("{before}{body}{after}")
     }
 
-    /// [`Tags::apply`] on a prompt already encoded for a request.
-    pub fn apply_json(&self, i: u64, body: &JsonText) -> JsonText {
+    /// What goes before and after the `i`-th request's prompt, encoded for a
+    /// request: the request's body is written around an encoded prompt
+    /// without copying it first.
+    pub fn around_json(&self, i: u64) -> [JsonText; 2] {
         let (before, after) = self.around(i);
-        JsonText::join(&[&JsonText::new(&before), body, &JsonText::new(&after)])
+        [JsonText::new(&before), JsonText::new(&after)]
     }
 
     /// What goes before and after the `i`-th request's prompt.
@@ -200,7 +202,9 @@ mod tests {
         // Encoded for a request, the same text.
         let body = JsonText::new("a \"quoted\"\nbody\u{1}é");
         for t in [t.clone(), t.at(Place::End)] {
-            assert_eq!(t.apply_json(5, &body).text(), t.apply(5, &body.text()));
+            let [before, after] = t.around_json(5);
+            let joined = JsonText::join(&[&before, &body, &after]);
+            assert_eq!(joined.text(), t.apply(5, &body.text()));
         }
         // Numbering wraps within the space, never panics.
         let wrapped = Tags::new(vec!['a', 'b'], u64::MAX);
