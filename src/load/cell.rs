@@ -138,15 +138,18 @@ async fn drive(
             _ = tokio::time::sleep_until(end.unwrap_or(wake)), if more && end.is_some() => {}
             _ = tokio::time::sleep_until(check_at) => {
                 let now = progress.now_ns();
-                let idle = now.saturating_sub(progress.last_ns.load(Ordering::Relaxed));
                 let in_flight = progress.in_flight.load(Ordering::Relaxed);
+                // Nothing in flight: a request that starts touches the
+                // clock, so a stall is a whole timeout away in any case.
+                let idle = if in_flight > 0 {
+                    now.saturating_sub(progress.last_ns.load(Ordering::Relaxed))
+                } else {
+                    0
+                };
                 if in_flight > 0 && idle >= load.stall_timeout.as_nanos() as u64 {
                     set.abort_all();
                     return CellRun { stats, wall_ns: now, started_ms, stalled_for: Some(Duration::from_nanos(idle)), in_flight, server: None };
                 }
-                // Nothing in flight: a request that starts touches the
-                // clock, so a stall is a whole timeout away in any case.
-                let idle = if in_flight > 0 { idle } else { 0 };
                 let left = load.stall_timeout.saturating_sub(Duration::from_nanos(idle));
                 check_at = tokio::time::Instant::now() + left.max(STALL_CHECK_MIN);
             }

@@ -110,7 +110,9 @@ impl JsonText {
     }
 
     /// `parts` one after the other: escaping is character by character, so
-    /// this is the encoding of the texts joined.
+    /// this is the encoding of the texts joined. (A request's body is
+    /// written from its parts directly: [`request_body`].)
+    #[cfg(test)]
     pub fn join(parts: &[&JsonText]) -> JsonText {
         JsonText(parts.iter().map(|p| p.0.as_str()).collect())
     }
