@@ -253,7 +253,7 @@ impl Dashboard {
 }
 
 /// Closes a dashboard whose sweep has ended (SIGINT, SIGTERM); before the
-/// end it changes nothing (the sweep's stop closes the view).
+/// end, once the engine has returned (the sweep's stop, or its end).
 #[derive(Clone)]
 pub struct Closer(SyncSender<Input>);
 

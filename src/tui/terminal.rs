@@ -283,8 +283,7 @@ fn handle(app: &mut App, input: Input) -> Result<Redraw, LoopEnd> {
         Input::Hangup => return Err(LoopEnd::Detached),
         // Before the end the signal stops the sweep, and the view closes
         // when it has shown how it ended.
-        Input::Close if app.engine_done => return Err(LoopEnd::Exit),
-        Input::Close => Redraw::No,
+        Input::Close => app.update(Action::Close),
         Input::EngineDone => app.update(Action::EngineDone),
         Input::Disk(done) => app.update(Action::Disk(done)),
     })

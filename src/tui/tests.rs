@@ -985,6 +985,29 @@ fn keys_send_the_engine_commands() {
 }
 
 #[test]
+fn a_signal_as_the_sweep_finishes_closes_the_view_once_the_engine_returns() {
+    let mut s = crash_story();
+    s.events.push(Event::SweepFinished {
+        at: at(900),
+        ok: 1,
+        failed: 2,
+        skipped: 3,
+    });
+    // FINISHED is on screen; the engine has not said it is done yet.
+    let (mut app, _rx) = live(s.view());
+    app.update(Action::Close);
+    assert!(!app.exit, "the engine is still returning");
+    app.update(Action::EngineDone);
+    assert!(app.exit, "the signal came before the end was complete");
+    // After the end, a signal closes the view at once.
+    let (mut app, _rx) = live(s.view());
+    app.update(Action::EngineDone);
+    assert!(!app.exit);
+    app.update(Action::Close);
+    assert!(app.exit);
+}
+
+#[test]
 fn a_finished_sweep_stays_on_screen_until_the_user_leaves() {
     let mut s = crash_story();
     s.events.push(Event::SweepFinished {

@@ -143,6 +143,19 @@ impl App {
         redraw
     }
 
+    /// A signal (which also tells the engine to quit): close now if the
+    /// engine has returned, else as after a quit, when it does. A signal that
+    /// comes as a finished sweep is being shown, before the engine has said
+    /// it is done, is not lost.
+    pub(super) fn close_asked(&mut self) -> Redraw {
+        if self.engine_done {
+            self.exit = true;
+        } else {
+            self.quit_sent = true;
+        }
+        Redraw::No
+    }
+
     /// The engine has returned: close after a quit or an interrupted sweep;
     /// after a finished one, stay until the user leaves.
     pub(super) fn engine_returned(&mut self) -> Redraw {

@@ -71,6 +71,9 @@ pub enum Action {
     Tick(Timestamp),
     Resize(u16, u16),
     /// The engine has returned: nothing more will arrive.
+    /// A signal asked the dashboard to close (SIGINT, SIGTERM): at once after
+    /// the end; before it, once the engine has stopped.
+    Close,
     EngineDone,
     /// Disk work asked for earlier has been done.
     Disk(Done),
@@ -132,7 +135,7 @@ pub struct App {
     /// The clock: live from ticks, the last event's time for a recorded run.
     pub now: Timestamp,
     pub size: (u16, u16),
-    /// The engine asked to quit on the user's word.
+    /// The engine asked to quit on the user's word, or a signal's.
     pub quit_sent: bool,
     pub engine_done: bool,
     /// The dashboard should close.
@@ -282,6 +285,7 @@ impl App {
                 Redraw::Now
             }
             Action::EngineDone => self.engine_returned(),
+            Action::Close => self.close_asked(),
             Action::Disk(done) => self.disk_done(done),
         }
     }
