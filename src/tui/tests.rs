@@ -984,8 +984,8 @@ fn keys_send_the_engine_commands() {
     assert!(app.exit);
 }
 
-#[test]
-fn a_signal_as_the_sweep_finishes_closes_the_view_once_the_engine_returns() {
+/// The crash story, finished.
+fn finished_story() -> Story {
     let mut s = crash_story();
     s.events.push(Event::SweepFinished {
         at: at(900),
@@ -993,6 +993,12 @@ fn a_signal_as_the_sweep_finishes_closes_the_view_once_the_engine_returns() {
         failed: 2,
         skipped: 3,
     });
+    s
+}
+
+#[test]
+fn a_signal_as_the_sweep_finishes_closes_the_view_once_the_engine_returns() {
+    let s = finished_story();
     // FINISHED is on screen; the engine has not said it is done yet.
     let (mut app, _rx) = live(s.view());
     app.update(Action::Close);
@@ -1009,13 +1015,7 @@ fn a_signal_as_the_sweep_finishes_closes_the_view_once_the_engine_returns() {
 
 #[test]
 fn a_finished_sweep_stays_on_screen_until_the_user_leaves() {
-    let mut s = crash_story();
-    s.events.push(Event::SweepFinished {
-        at: at(900),
-        ok: 1,
-        failed: 2,
-        skipped: 3,
-    });
+    let s = finished_story();
     let (mut app, mut rx) = live(s.view());
     app.update(Action::EngineDone);
     assert!(!app.exit);
